@@ -1,0 +1,59 @@
+// jitbridge/cache.hpp — public C++ API of the kernel cache: in memory, and on disk across processes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace jitbridge {
+
+class Program;
+
+struct CacheConfig {
+  bool disk = true;                 // JITBRIDGE_CACHE=0 turns it off
+  std::string directory;            // JITBRIDGE_CACHE_DIR, else $XDG_CACHE_HOME/jitbridge, else ~/.cache/jitbridge
+  std::uint64_t max_bytes = 1ull << 30;  // JITBRIDGE_CACHE_MAX_BYTES; least recently used entries go first
+  // The configuration the environment asks for.
+  static CacheConfig from_environment();
+};
+
+struct CacheInfo {
+  std::string directory;
+  bool disk = false;           // false when off or fallen back to memory
+  std::uint64_t entries = 0;   // on disk
+  std::uint64_t bytes = 0;     // on disk
+  std::uint64_t memory_entries = 0;
+};
+
+// Memory + disk cache of compiled programs. All methods are thread-safe; several processes may
+// share one directory (entries are written to a temporary file and renamed into place).
+// Nothing here throws for a bad or unwritable directory: the disk side turns itself off with
+// one warning on stderr and the memory side keeps working.
+class Cache {
+ public:
+  explicit Cache(CacheConfig config);
+  ~Cache();
+  Cache(const Cache&) = delete;
+  Cache& operator=(const Cache&) = delete;
+
+  // The process-wide cache, configured from the environment at first use.
+  static Cache& global();
+
+  CacheInfo info() const;
+  // Removes every entry (memory and disk). Returns the number of disk entries removed.
+  std::uint64_t clear();
+  const CacheConfig& config() const { return config_; }
+
+  // --- used by compile(); not needed by users ---
+  class Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  CacheConfig config_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace jitbridge

@@ -1,0 +1,153 @@
+// jitbridge/jit.hpp — public C++ API of jit/: compile CUDA C++ with NVRTC into a Program
+// that knows its kernels' exact parameter types, resources and lowered names.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jitbridge {
+
+// An in-memory header: `#include "name"` in the source resolves to `text`.
+struct Header {
+  std::string name;
+  std::string text;
+};
+
+// Everything that shapes one compilation. All of it enters the cache key.
+struct CompileOptions {
+  // Passed to NVRTC as given ("-DN=4", "-std=c++17", "--use_fast_math", ...). Relative
+  // "-I dir" / "-Idir" / "--include-path=dir" paths are made absolute before use.
+  std::vector<std::string> options;
+  // Template instantiations or other names whose lowered names are wanted, e.g.
+  // "my_kernel<float, 4>". Each becomes a Kernel (if it names a __global__ function).
+  std::vector<std::string> name_expressions;
+  std::vector<Header> headers;            // in-memory headers
+  std::vector<std::string> include_paths; // extra -I directories
+  // "sm_90", "sm_90a", "sm_100f", ... Empty: the current GPU's, else JITBRIDGE_ARCH,
+  // else kDefaultArch (see default_arch()).
+  std::string arch;
+  bool ptx = false;                       // also keep the PTX text
+  std::string program_name = "kernel.cu"; // the file name diagnostics refer to
+};
+
+// One kernel parameter, as the compiler sees it after macros and typedefs.
+struct Param {
+  enum class Kind { pointer, value };
+  Kind kind = Kind::value;
+  // Pointee type for pointers, value type otherwise, without top-level const:
+  // "float", "__half", "Params", "jitbridge::Tensor<float, 2>", "void".
+  std::string type;
+  bool is_const = false;   // pointers: the pointee is const (`const float*`)
+  std::size_t size = 0;    // bytes the parameter occupies in the argument buffer
+  std::size_t align = 0;   // its alignment in the argument buffer
+  std::string spelling;    // the whole type as the compiler printed it: "float const*"
+};
+
+struct Signature {
+  std::vector<Param> params;
+  // "(float const*, __half*, int)"
+  std::string to_string() const;
+};
+
+// What ptxas reported for one kernel (-Xptxas=-v). known == false for PTX-only builds.
+struct Resources {
+  bool known = false;
+  int registers = 0;
+  int barriers = 0;
+  std::size_t shared_bytes = 0;   // static shared memory
+  std::size_t local_bytes = 0;    // stack frame
+  std::size_t const_bytes = 0;    // cmem[0] (kernel parameters and constants)
+  std::size_t spill_store_bytes = 0;
+  std::size_t spill_load_bytes = 0;
+};
+
+struct Kernel {
+  // extern "C" kernels: their name. Templates: the name expression as given.
+  // Other C++ kernels: the demangled qualified name ("ns::scale").
+  std::string name;
+  std::string lowered_name;  // the symbol in the binary, for cuLibraryGetKernel & co.
+  std::optional<Signature> signature;  // absent only if the compiler could not be asked
+  Resources resources;
+};
+
+// Where a Program came from.
+enum class Origin { compiled, memory_cache, disk_cache };
+
+// An immutable compiled program. Shared by the cache and every holder; thread-safe to read.
+class Program {
+ public:
+  std::string arch;                    // the target actually used: "sm_90"
+  std::string cubin;                   // empty when arch is a virtual (compute_XX) target
+  std::string ptx;                     // filled when CompileOptions::ptx or a compute_XX arch
+  std::string log;                     // NVRTC warnings, ptxas resource lines removed
+  std::vector<std::string> options;    // the options NVRTC was given, in order
+  std::vector<Kernel> kernels;         // user kernels only, in binary order
+  // name expression -> lowered name, for every name expression given (kernels or not).
+  std::vector<std::pair<std::string, std::string>> lowered_names;
+  Origin origin = Origin::compiled;
+
+  // The kernel called `name` (Kernel::name, or its lowered name); nullptr if none.
+  const Kernel* find_kernel(std::string_view name) const;
+  // Lowered name of a name expression given at compile time; throws std::out_of_range.
+  const std::string& lowered_name(std::string_view name_expression) const;
+};
+
+// NVRTC rejected the source. what() is the full diagnostic with the offending line and a
+// caret; the fields carry the pieces for programs that want them.
+class CompileError : public std::runtime_error {
+ public:
+  struct Details {
+    std::string log;                  // NVRTC's whole log
+    std::string program_name;
+    std::vector<std::string> options;
+    std::string kernel;               // kernel whose body holds the first error, or ""
+    int line = 0;                     // 1-based line of the first error, 0 if unknown
+    int column = 0;                   // 1-based column, 0 if unknown
+    std::string message;              // the first error's message
+    std::string source_line;          // that line of the source, as written
+  };
+  explicit CompileError(Details details);
+  const Details& details() const noexcept { return details_; }
+
+ private:
+  Details details_;
+};
+
+// NVRTC itself failed (not the user's source): out of memory, bad option table, missing library.
+class NvrtcError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Cache;
+
+// Compile `source` (or fetch it from `cache`; nullptr means Cache::global()).
+// Throws CompileError for errors in the source or options, NvrtcError for NVRTC failures,
+// std::invalid_argument for a malformed arch. Thread-safe.
+std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& options,
+                                       Cache* cache = nullptr);
+
+// The target used when CompileOptions::arch is empty: the current GPU's "sm_XY" if a
+// driver and a GPU are present, else $JITBRIDGE_ARCH, else kDefaultArch.
+std::string default_arch();
+inline constexpr const char* kDefaultArch = "sm_90";
+
+// NVRTC's version as {major, minor}.
+std::pair<int, int> nvrtc_version();
+
+// The CUDA toolkit include directories jitbridge adds to every compile (cuda_fp16.h,
+// cuda/std/... live there). Empty if none was found.
+const std::vector<std::string>& toolkit_include_dirs();
+
+// Where jitbridge's warnings go (an unusable cache directory, say); default: stderr.
+// The Python module routes them to warnings.warn. The handler must not throw.
+void set_warning_handler(std::function<void(const std::string&)> handler);
+void warn(const std::string& message) noexcept;
+
+}  // namespace jitbridge

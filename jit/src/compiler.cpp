@@ -1,0 +1,268 @@
+// compiler.cpp — compile(): cache key, NVRTC passes with the signature probe, and assembling the Program.
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cache_internal.hpp"
+#include "jit_internal.hpp"
+#include "nvrtc_program.hpp"
+
+namespace jitbridge {
+namespace {
+
+using detail::KernelCandidate;
+using detail::NvrtcProgram;
+
+// Bump when the meaning of an entry changes (probe, options, format).
+constexpr const char* kKeyVersion = "jitbridge-cache-key-3";
+
+std::string cache_key(std::string_view source, const CompileOptions& options,
+                      const std::vector<std::string>& nvrtc_options) {
+  detail::Hasher h;
+  h.field(kKeyVersion).field(JITBRIDGE_VERSION);
+  h.field(static_cast<std::uint64_t>(nvrtc_version().first)).field(static_cast<std::uint64_t>(nvrtc_version().second));
+  h.field(options.program_name).field(source).field(static_cast<std::uint64_t>(options.ptx));
+  h.field(static_cast<std::uint64_t>(nvrtc_options.size()));
+  for (const std::string& o : nvrtc_options) h.field(o);
+  h.field(static_cast<std::uint64_t>(options.name_expressions.size()));
+  for (const std::string& e : options.name_expressions) h.field(e);
+  h.field(static_cast<std::uint64_t>(options.headers.size()));
+  for (const Header& hd : options.headers) h.field(hd.name).field(hd.text);
+  return h.hex();
+}
+
+// A private directory for NVRTC's time-trace files, removed at exit.
+const std::string& trace_dir() {
+  static const std::string dir = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/jitbridge-trace-XXXXXX";
+    if (!::mkdtemp(templ.data())) return std::string();
+    static std::string to_remove = templ;
+    std::atexit([] { ::rmdir(to_remove.c_str()); });
+    return templ;
+  }();
+  return dir;
+}
+
+struct TraceFile {
+  std::string option;  // --fdevice-time-trace=<base>; NVRTC writes <base>.json
+  std::string path;
+  TraceFile() {
+    static std::atomic<unsigned long> counter{0};
+    if (trace_dir().empty()) return;
+    std::string base = fmt::format("{}/t{}", trace_dir(), counter++);
+    option = "--fdevice-time-trace=" + base;
+    path = base + ".json";
+  }
+  ~TraceFile() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+  // The headers the compile read; nullopt if the trace is missing or unreadable.
+  std::optional<std::vector<std::string>> headers() const {
+    if (path.empty()) return std::nullopt;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+      return detail::trace_headers(ss.str());
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+};
+
+struct Pass {
+  bool ok = false;
+  std::string log, cubin, ptx;
+  std::map<std::string, std::string> lowered;  // name expression -> lowered name
+  std::optional<std::vector<std::string>> headers;
+};
+
+Pass run_pass(const std::string& source, const CompileOptions& options,
+              const std::vector<std::string>& nvrtc_options, const std::vector<std::string>& expressions,
+              bool trace) {
+  NvrtcProgram prog(source, options.program_name, options.headers);
+  for (const std::string& e : expressions) prog.add_name_expression(e);
+  TraceFile tf;
+  std::vector<std::string> opts = nvrtc_options;
+  if (trace && !tf.option.empty()) opts.push_back(tf.option);
+  Pass p;
+  p.ok = prog.compile(opts);
+  p.log = prog.log();
+  if (!p.ok) return p;
+  p.cubin = prog.cubin();
+  p.ptx = prog.ptx();
+  for (const std::string& e : expressions) p.lowered[e] = prog.lowered_name(e);
+  if (trace) p.headers = tf.headers();
+  return p;
+}
+
+std::size_t count_lines(std::string_view s) {
+  return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')) + 1;
+}
+
+// True when the first error NVRTC reports lies in the user's own text (its source or a header),
+// not in the probe code or probe name expressions jitbridge appended.
+bool error_is_users(const CompileError::Details& d, std::string_view program_name, std::string_view source) {
+  if (d.line == 0) return false;
+  if (d.message.find("(in ") != std::string::npos) return true;  // in a header
+  (void)program_name;
+  return static_cast<std::size_t>(d.line) <= count_lines(source);
+}
+
+std::vector<std::string> ptx_entries(const std::string& ptx) {
+  static const std::regex entry(R"(\.entry\s+([A-Za-z_$][\w$]*)\s*\()");
+  std::vector<std::string> out;
+  for (std::sregex_iterator it(ptx.begin(), ptx.end(), entry), end; it != end; ++it) out.push_back((*it)[1]);
+  return out;
+}
+
+bool is_probe_symbol(const std::string& lowered) {
+  return lowered.find("__jitbridge_layout") != std::string::npos;
+}
+
+// "ns::scale(float*, int)" -> {"ns::scale", "float*, int"}; templates keep their arguments.
+std::pair<std::string, std::string> split_demangled(const std::string& demangled) {
+  if (demangled.empty() || demangled.back() != ')') return {demangled, ""};
+  int depth = 0;
+  for (std::size_t i = demangled.size(); i-- > 0;) {
+    if (demangled[i] == ')') ++depth;
+    else if (demangled[i] == '(' && --depth == 0) {
+      std::string name = demangled.substr(0, i);
+      // Template instances print their return type first: "void tk<float, 3>".
+      if (name.rfind("void ", 0) == 0) name = name.substr(5);
+      return {name, demangled.substr(i + 1, demangled.size() - i - 2)};
+    }
+  }
+  return {demangled, ""};
+}
+
+std::shared_ptr<Program> build(std::string_view source_view, const CompileOptions& options,
+                               const std::vector<std::string>& nvrtc_options, const std::string& arch,
+                               std::optional<std::vector<std::string>>& headers_read) {
+  const std::string source(source_view);
+  const std::vector<KernelCandidate> candidates = detail::scan_kernels(source);
+
+  // Pass 1: the user's source and name expressions, plus the probe for every kernel we can name.
+  std::vector<std::string> expressions = options.name_expressions;
+  std::map<std::string, std::string> probe_of;  // kernel expression -> its probe expression
+  for (const std::string& e : options.name_expressions) probe_of[e] = detail::probe_expression(e);
+  for (const KernelCandidate& k : candidates)
+    if (!k.is_template) {
+      expressions.push_back(k.qualified_name);
+      probe_of[k.qualified_name] = detail::probe_expression(k.qualified_name);
+    }
+  for (const auto& [kernel, probe] : probe_of) expressions.push_back(probe);
+  const std::string probed_source = source + "\n" + detail::kProbeSource;
+  Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, true);
+  if (!pass.ok) {
+    CompileError::Details d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
+    if (!error_is_users(d, options.program_name, source)) {
+      // Perhaps a probe we added (a kernel the scan misread): compile without any.
+      probe_of.clear();
+      expressions = options.name_expressions;
+      pass = run_pass(source, options, nvrtc_options, expressions, true);
+      if (!pass.ok) d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
+    }
+    if (!pass.ok) {
+      d.options = nvrtc_options;
+      throw CompileError(std::move(d));
+    }
+  }
+  headers_read = pass.headers;
+
+  auto program = std::make_shared<Program>();
+  program->arch = arch;
+  program->options = nvrtc_options;
+  program->cubin = std::move(pass.cubin);
+  if (options.ptx || program->cubin.empty()) program->ptx = std::move(pass.ptx);
+  std::map<std::string, Resources> resources = detail::parse_ptxas_info(pass.log, &program->log);
+  while (!program->log.empty() && program->log.back() == '\n') program->log.pop_back();
+  for (const std::string& e : options.name_expressions) program->lowered_names.emplace_back(e, pass.lowered[e]);
+
+  // Name each kernel of the binary and attach what the probes said.
+  std::map<std::string, std::string> name_of;          // lowered -> user-facing name
+  std::map<std::string, std::string> probe_for_symbol; // lowered -> probe expression
+  for (const auto& [kernel, probe] : probe_of) {
+    const std::string& lowered = pass.lowered[kernel];
+    if (lowered.empty()) continue;
+    name_of.emplace(lowered, kernel);
+    probe_for_symbol.emplace(lowered, probe);
+  }
+  const std::vector<std::string> symbols =
+      program->cubin.empty() ? ptx_entries(program->ptx) : detail::cubin_kernels(program->cubin);
+  std::vector<std::string> missing_probes;  // pass 2: kernels the scan did not see
+  for (const std::string& symbol : symbols) {
+    if (is_probe_symbol(symbol)) continue;
+    Kernel k;
+    k.lowered_name = symbol;
+    std::string params;
+    if (auto it = name_of.find(symbol); it != name_of.end()) {
+      k.name = it->second;
+    } else if (symbol.rfind("_Z", 0) == 0) {
+      std::tie(k.name, params) = split_demangled(detail::demangle(symbol));
+    } else {
+      k.name = symbol;
+    }
+    if (auto it = probe_for_symbol.find(symbol); it != probe_for_symbol.end()) {
+      const std::string& lowered = pass.lowered[it->second];
+      if (!lowered.empty()) k.signature = detail::parse_probe(detail::demangle(lowered));
+    } else {
+      std::string probe = symbol.rfind("_Z", 0) == 0
+                              ? fmt::format("__jitbridge_sig<void (*)({})>::layout", params)
+                              : detail::probe_expression(symbol);
+      probe_for_symbol.emplace(symbol, probe);
+      missing_probes.push_back(probe);
+    }
+    if (auto it = resources.find(symbol); it != resources.end()) k.resources = it->second;
+    if (k.resources.known && k.resources.const_bytes == 0)  // newer ptxas no longer prints cmem[0]
+      k.resources.const_bytes = detail::cubin_section_size(program->cubin, ".nv.constant0." + symbol);
+    program->kernels.push_back(std::move(k));
+  }
+
+  if (!missing_probes.empty()) {
+    // One more compile, only for sources whose kernels the scan could not name (macros, say).
+    // Kernels whose types cannot be spelled back in source keep no signature.
+    Pass second = run_pass(probed_source, options, nvrtc_options, missing_probes, false);
+    for (Kernel& k : program->kernels) {
+      if (k.signature || !second.ok) continue;
+      const std::string& lowered = second.lowered[probe_for_symbol[k.lowered_name]];
+      if (!lowered.empty()) k.signature = detail::parse_probe(detail::demangle(lowered));
+    }
+  }
+  return program;
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& options, Cache* cache) {
+  Cache& c = cache ? *cache : Cache::global();
+  std::string arch = options.arch;
+  const std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);
+  const std::string key = cache_key(source, options, nvrtc_options);
+  if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
+
+  std::optional<std::vector<std::string>> headers_read;
+  std::shared_ptr<Program> program = build(source, options, nvrtc_options, arch, headers_read);
+  // With a precompiled header in use NVRTC's trace no longer lists the headers, so the result
+  // cannot be checked against header edits later: it is not cached (docs/DESIGN.md, "PCH").
+  const bool pch_used = program->log.find("using precompiled header") != std::string::npos;
+  if (headers_read && !pch_used) {
+    detail::CacheRecord record;
+    record.recorded_ns = detail::now_ns();
+    record.deps = detail::record_dependencies(*headers_read, options.headers, record.cwd);
+    record.program = program;
+    c.impl().store(key, std::move(record));
+  }
+  return program;
+}
+
+}  // namespace jitbridge

@@ -1,0 +1,93 @@
+// jit_internal.hpp — internal pieces of jit/ (parsers and helpers), exposed for the unit tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jitbridge/jit.hpp"
+
+namespace jitbridge::detail {
+
+// ---- kernel_scan.cpp: find the __global__ functions a source declares -------------------
+struct KernelCandidate {
+  std::string qualified_name;  // "saxpy", "ns::scale"
+  int line = 0;                // 1-based line of the declaration
+  bool is_template = false;    // template kernels need a name expression to exist at all
+};
+// Scans comment-free text for non-template __global__ function declarations at namespace
+// scope. Macros are not expanded: a kernel declared through a macro is missed here (the
+// compiler finds it later). Duplicates (declaration + definition) are reported once.
+std::vector<KernelCandidate> scan_kernels(std::string_view source);
+
+// ---- signature.cpp: the probe that makes NVRTC tell the parameter types ------------------
+// Source appended to every program: a kernel template whose lowered name spells a function
+// pointer type and the size and alignment of each parameter.
+extern const char* const kProbeSource;
+// The name expression asking for the layout of the kernel named by `expression`.
+std::string probe_expression(std::string_view kernel_expression);
+// Parses the demangled probe instance, e.g.
+// "void __jitbridge_layout<void (*)(float const*, int), 8ull, 4ull, 8ull, 4ull>()".
+// Returns nullopt when the probe says "not a function" (its primary template).
+std::optional<Signature> parse_probe(std::string_view demangled);
+// Splits "a, b<c, d>, e (*)(f, g)" at top-level commas, trimming blanks.
+std::vector<std::string> split_top_level(std::string_view list);
+// Builds one Param (size/align left 0) from a printed type such as "float const*".
+Param parse_param(std::string_view spelling);
+// Itanium demangling; returns the input unchanged when it is not a mangled name.
+std::string demangle(const std::string& mangled);
+
+// ---- resources.cpp: ptxas -v lines ---------------------------------------------------------
+// Per lowered kernel name, what ptxas printed. Non-resource lines are returned in `rest`.
+std::map<std::string, Resources> parse_ptxas_info(std::string_view log, std::string* rest);
+
+// ---- cubin_elf.cpp: what the binary holds -------------------------------------------------
+// Lowered names of the entry functions (kernels) in a cubin, in symbol-table order.
+// Throws std::runtime_error when `cubin` is not a 64-bit ELF image.
+std::vector<std::string> cubin_kernels(std::string_view cubin);
+// Size of the named ELF section, 0 when absent. Kernel `k`'s constant bank 0 (its parameters
+// and what the compiler keeps beside them) is ".nv.constant0.k".
+std::size_t cubin_section_size(std::string_view cubin, std::string_view section);
+
+// ---- diagnostics.cpp: turning an NVRTC log into a CompileError ------------------------------
+CompileError::Details parse_diagnostics(std::string_view log, std::string_view source,
+                                        std::string_view program_name,
+                                        const std::vector<KernelCandidate>& kernels);
+// The message CompileError::what() returns.
+std::string format_compile_error(const CompileError::Details& d);
+
+// ---- header_deps.cpp: which files a compile read -------------------------------------------
+// The "Processing Header File" entries of an NVRTC --fdevice-time-trace JSON document, in
+// order of first appearance, without duplicates. Throws std::runtime_error on malformed JSON.
+std::vector<std::string> trace_headers(std::string_view trace_json);
+
+// ---- hash.cpp ----------------------------------------------------------------------------
+// 128-bit XXH3 as 32 hex digits. Incremental: feed fields, then hex().
+class Hasher {
+ public:
+  Hasher();
+  ~Hasher();
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  // Each field is length-prefixed, so ("ab","c") and ("a","bc") differ.
+  Hasher& field(std::string_view bytes);
+  Hasher& field(std::uint64_t value);
+  std::string hex();
+
+ private:
+  void* state_;
+};
+std::string hash_hex(std::string_view bytes);
+
+// ---- options.cpp ---------------------------------------------------------------------------
+// Validates "sm_90", "sm_90a", "compute_90", "sm_100f"; throws std::invalid_argument.
+void validate_arch(const std::string& arch);
+// The options NVRTC gets: user options (relative include paths made absolute, -arch taken
+// out), toolkit include dirs, -arch, -Xptxas=-v where a cubin is built. `arch` is in/out:
+// an -arch in the user options fills it when empty and must agree when not.
+std::vector<std::string> effective_options(const CompileOptions& options, std::string& arch);
+
+}  // namespace jitbridge::detail

@@ -1,0 +1,76 @@
+// nvrtc_program.cpp — RAII wrapper over one nvrtcProgram.
+#include "nvrtc_program.hpp"
+
+#include <fmt/format.h>
+
+namespace jitbridge::detail {
+
+void check_nvrtc(nvrtcResult code, const char* call) {
+  if (code != NVRTC_SUCCESS)
+    throw NvrtcError(fmt::format("{} failed: {}", call, nvrtcGetErrorString(code)));
+}
+
+NvrtcProgram::NvrtcProgram(const std::string& source, const std::string& name,
+                           const std::vector<Header>& headers) {
+  std::vector<const char*> texts, names;
+  for (const Header& h : headers) {
+    texts.push_back(h.text.c_str());
+    names.push_back(h.name.c_str());
+  }
+  check_nvrtc(nvrtcCreateProgram(&prog_, source.c_str(), name.c_str(), static_cast<int>(headers.size()),
+                                 texts.data(), names.data()),
+              "nvrtcCreateProgram");
+}
+
+NvrtcProgram::~NvrtcProgram() {
+  if (prog_) nvrtcDestroyProgram(&prog_);
+}
+
+void NvrtcProgram::add_name_expression(const std::string& expression) {
+  check_nvrtc(nvrtcAddNameExpression(prog_, expression.c_str()), "nvrtcAddNameExpression");
+}
+
+bool NvrtcProgram::compile(const std::vector<std::string>& options) {
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  nvrtcResult rc = nvrtcCompileProgram(prog_, static_cast<int>(argv.size()), argv.data());
+  if (rc == NVRTC_ERROR_COMPILATION || rc == NVRTC_ERROR_INVALID_OPTION ||
+      rc == NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID)
+    return false;
+  check_nvrtc(rc, "nvrtcCompileProgram");
+  return true;
+}
+
+std::string NvrtcProgram::log() const {
+  std::size_t size = 0;
+  check_nvrtc(nvrtcGetProgramLogSize(prog_, &size), "nvrtcGetProgramLogSize");
+  std::string out(size, '\0');
+  check_nvrtc(nvrtcGetProgramLog(prog_, out.data()), "nvrtcGetProgramLog");
+  while (!out.empty() && (out.back() == '\0' || out.back() == '\n')) out.pop_back();
+  return out;
+}
+
+std::string NvrtcProgram::cubin() const {
+  std::size_t size = 0;
+  if (nvrtcGetCUBINSize(prog_, &size) != NVRTC_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  check_nvrtc(nvrtcGetCUBIN(prog_, out.data()), "nvrtcGetCUBIN");
+  return out;
+}
+
+std::string NvrtcProgram::ptx() const {
+  std::size_t size = 0;
+  if (nvrtcGetPTXSize(prog_, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  std::string out(size, '\0');
+  check_nvrtc(nvrtcGetPTX(prog_, out.data()), "nvrtcGetPTX");
+  while (!out.empty() && out.back() == '\0') out.pop_back();
+  return out;
+}
+
+std::string NvrtcProgram::lowered_name(const std::string& expression) const {
+  const char* lowered = nullptr;
+  if (nvrtcGetLoweredName(prog_, expression.c_str(), &lowered) != NVRTC_SUCCESS || !lowered) return {};
+  return lowered;
+}
+
+}  // namespace jitbridge::detail

@@ -1,0 +1,38 @@
+// nvrtc_program.hpp — RAII wrapper over one nvrtcProgram: create, add names, compile, read results.
+#pragma once
+
+#include <nvrtc.h>
+
+#include <string>
+#include <vector>
+
+#include "jitbridge/jit.hpp"
+
+namespace jitbridge::detail {
+
+class NvrtcProgram {
+ public:
+  // Throws NvrtcError when NVRTC cannot create the program.
+  NvrtcProgram(const std::string& source, const std::string& name, const std::vector<Header>& headers);
+  ~NvrtcProgram();  // never throws
+  NvrtcProgram(const NvrtcProgram&) = delete;
+  NvrtcProgram& operator=(const NvrtcProgram&) = delete;
+
+  void add_name_expression(const std::string& expression);
+  // true on success; false when the source (or an option) was rejected: see log().
+  // Throws NvrtcError for failures of NVRTC itself.
+  bool compile(const std::vector<std::string>& options);
+  std::string log() const;
+  std::string cubin() const;  // empty when none was built
+  std::string ptx() const;
+  // The lowered name of a name expression, or "" when NVRTC has none for it.
+  std::string lowered_name(const std::string& expression) const;
+
+ private:
+  nvrtcProgram prog_ = nullptr;
+};
+
+// Throws NvrtcError naming `call` when `code` is not NVRTC_SUCCESS.
+void check_nvrtc(nvrtcResult code, const char* call);
+
+}  // namespace jitbridge::detail

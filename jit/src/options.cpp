@@ -1,0 +1,93 @@
+// options.cpp — target validation and the option list NVRTC is given.
+#include <fmt/format.h>
+#include <nvrtc.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <stdexcept>
+
+#include "jit_internal.hpp"
+
+namespace jitbridge::detail {
+namespace {
+
+std::string absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char buf[4096];
+  if (!getcwd(buf, sizeof buf)) return path;
+  return std::string(buf) + "/" + path;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+void validate_arch(const std::string& arch) {
+  std::string_view rest = arch;
+  if (starts_with(rest, "sm_")) rest.remove_prefix(3);
+  else if (starts_with(rest, "compute_")) rest.remove_prefix(8);
+  else rest = {};
+  std::size_t digits = 0;
+  while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
+  std::string_view suffix = rest.substr(digits);
+  if (digits < 2 || !(suffix.empty() || suffix == "a" || suffix == "f"))
+    throw std::invalid_argument(fmt::format(
+        "arch: '{}' is not a CUDA target; expected sm_XY, sm_XYa, sm_XYf or compute_XY (e.g. sm_90)",
+        arch));
+  int number = std::stoi(std::string(rest.substr(0, digits)));
+  int count = 0;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return;
+  std::vector<int> supported(static_cast<std::size_t>(count));
+  if (nvrtcGetSupportedArchs(supported.data()) != NVRTC_SUCCESS) return;
+  for (int s : supported)
+    if (s == number) return;
+  throw std::invalid_argument(fmt::format("arch: NVRTC {}.{} cannot build '{}'; it supports sm_{}",
+                                          nvrtc_version().first, nvrtc_version().second, arch,
+                                          fmt::join(supported, ", sm_")));
+}
+
+std::vector<std::string> effective_options(const CompileOptions& options, std::string& arch) {
+  std::vector<std::string> out;
+  out.reserve(options.options.size() + options.include_paths.size() + 6);
+  bool verbose = false;
+  for (std::size_t i = 0; i < options.options.size(); ++i) {
+    const std::string& o = options.options[i];
+    std::string given_arch;
+    if (starts_with(o, "-arch=")) given_arch = o.substr(6);
+    else if (starts_with(o, "--gpu-architecture=")) given_arch = o.substr(19);
+    else if ((o == "-arch" || o == "--gpu-architecture") && i + 1 < options.options.size())
+      given_arch = options.options[++i];
+    else if (o == "-arch" || o == "--gpu-architecture")
+      throw std::invalid_argument(fmt::format("options: '{}' needs a value", o));
+    if (!given_arch.empty()) {
+      if (!arch.empty() && arch != given_arch)
+        throw std::invalid_argument(fmt::format(
+            "options: -arch={} disagrees with arch='{}'; give the target once", given_arch, arch));
+      arch = given_arch;
+      continue;
+    }
+    if (starts_with(o, "-I") && o.size() > 2) {
+      out.push_back("-I" + absolute(o.substr(2)));
+    } else if (o == "-I" || o == "--include-path") {
+      if (i + 1 >= options.options.size())
+        throw std::invalid_argument(fmt::format("options: '{}' needs a directory", o));
+      out.push_back("-I" + absolute(options.options[++i]));
+    } else if (starts_with(o, "--include-path=")) {
+      out.push_back("-I" + absolute(o.substr(15)));
+    } else {
+      if (o == "-Xptxas=-v" || o == "--ptxas-options=-v") verbose = true;
+      out.push_back(o);
+    }
+  }
+  for (const std::string& dir : options.include_paths) out.push_back("-I" + absolute(dir));
+  for (const std::string& dir : toolkit_include_dirs()) out.push_back("-I" + dir);
+  if (arch.empty()) arch = default_arch();
+  validate_arch(arch);
+  out.push_back("-arch=" + arch);
+  if (starts_with(arch, "sm_") && !verbose) out.push_back("-Xptxas=-v");
+  return out;
+}
+
+}  // namespace jitbridge::detail

@@ -1,0 +1,243 @@
+// test_compile.cpp — NVRTC compilation through compile(): binaries, kernels, signatures, resources, errors.
+#include <catch2/catch.hpp>
+
+#include "jit_internal.hpp"
+#include "jitbridge/cache.hpp"
+#include "jitbridge/jit.hpp"
+
+using namespace jitbridge;
+
+namespace {
+
+// A cache with the disk side off, so every test compiles for real unless it says otherwise.
+Cache& memory_cache() {
+  static Cache cache(CacheConfig{false, "", 1 << 20});
+  return cache;
+}
+
+CompileOptions for_arch(std::string arch = "sm_90") {
+  CompileOptions o;
+  o.arch = std::move(arch);
+  return o;
+}
+
+const char* const kIssueKernel = R"(
+#include <cuda_fp16.h>
+typedef float real;
+#define RESTRICT __restrict__
+struct Params { double scale; char flag; };
+extern "C" __global__ void __launch_bounds__(256)
+kernel(const real* RESTRICT a, __half* b, int n, Params p, unsigned long long m) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) b[i] = __float2half(a[i] * (float)p.scale + (float)m);
+}
+)";
+
+}  // namespace
+
+TEST_CASE("signature of the issue's kernel resolves typedefs, macros and const") {
+  auto p = compile(kIssueKernel, for_arch(), &memory_cache());
+  REQUIRE(p->kernels.size() == 1);
+  const Kernel& k = p->kernels[0];
+  CHECK(k.name == "kernel");
+  CHECK(k.lowered_name == "kernel");
+  REQUIRE(k.signature);
+  CHECK(k.signature->to_string() == "(float const*, __half*, int, Params, unsigned long long)");
+  const auto& ps = k.signature->params;
+  REQUIRE(ps.size() == 5);
+  CHECK(ps[0].kind == Param::Kind::pointer);
+  CHECK(ps[0].type == "float");
+  CHECK(ps[0].is_const);
+  CHECK(ps[1].type == "__half");
+  CHECK_FALSE(ps[1].is_const);
+  CHECK(ps[2].kind == Param::Kind::value);
+  CHECK(ps[2].size == 4);
+  CHECK(ps[3].type == "Params");
+  CHECK(ps[3].size == 16);
+  CHECK(ps[3].align == 8);
+  CHECK(ps[4].size == 8);
+  CHECK(p->arch == "sm_90");
+  CHECK(p->cubin.size() > 100);
+  CHECK(p->cubin.compare(0, 4, "\x7f" "ELF") == 0);
+}
+
+TEST_CASE("resources come from ptxas") {
+  auto p = compile(kIssueKernel, for_arch(), &memory_cache());
+  const Resources& r = p->kernels.at(0).resources;
+  CHECK(r.known);
+  CHECK(r.registers > 0);
+  CHECK(r.const_bytes > 0);
+  CHECK(p->log.find("ptxas info") == std::string::npos);
+}
+
+TEST_CASE("template kernels through name expressions") {
+  const char* src = R"(
+template <class T, int N> __global__ void scale(T* out, const T* __restrict__ in, T factor) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) out[i] = in[i] * factor;
+})";
+  CompileOptions o = for_arch();
+  o.name_expressions = {"scale<float, 64>", "scale<double, 8>"};
+  auto p = compile(src, o, &memory_cache());
+  REQUIRE(p->kernels.size() == 2);
+  const Kernel* f = p->find_kernel("scale<float, 64>");
+  REQUIRE(f);
+  CHECK(f->lowered_name == p->lowered_name("scale<float, 64>"));
+  CHECK(f->lowered_name.rfind("_Z", 0) == 0);
+  REQUIRE(f->signature);
+  CHECK(f->signature->to_string() == "(float*, float const*, float)");
+  const Kernel* d = p->find_kernel("scale<double, 8>");
+  REQUIRE(d);
+  REQUIRE(d->signature);
+  CHECK(d->signature->params[2].size == 8);
+  CHECK(d->signature->params[2].type == "double");
+}
+
+TEST_CASE("kernels in namespaces, bfloat16, structs by value and vector types") {
+  const char* src = R"(
+#include <cuda_bf16.h>
+struct alignas(16) Quad { float v[4]; };
+namespace ops { namespace inner {
+__global__ void mix(float2 a, int* const* table, Quad q, __nv_bfloat16 h, const void* raw, bool flag, signed char c) {}
+} }
+)";
+  auto p = compile(src, for_arch(), &memory_cache());
+  REQUIRE(p->kernels.size() == 1);
+  const Kernel& k = p->kernels[0];
+  CHECK(k.name == "ops::inner::mix");
+  REQUIRE(k.signature);
+  const auto& ps = k.signature->params;
+  REQUIRE(ps.size() == 7);
+  CHECK(ps[0].type == "float2");
+  CHECK(ps[0].size == 8);
+  CHECK(ps[1].kind == Param::Kind::pointer);
+  CHECK(ps[1].type == "int*");
+  CHECK(ps[1].is_const);
+  CHECK(ps[2].size == 16);
+  CHECK(ps[2].align == 16);
+  CHECK(ps[3].type == "__nv_bfloat16");
+  CHECK(ps[3].size == 2);
+  CHECK(ps[4].type == "void");
+  CHECK(ps[4].is_const);
+  CHECK(ps[5].type == "bool");
+  CHECK(ps[6].type == "signed char");
+}
+
+TEST_CASE("kernels declared through a macro still get signatures") {
+  const char* src = R"(
+#define KERNEL(name) extern "C" __global__ void name
+KERNEL(hidden)(double* x, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0; }
+)";
+  auto p = compile(src, for_arch(), &memory_cache());
+  REQUIRE(p->kernels.size() == 1);
+  CHECK(p->kernels[0].name == "hidden");
+  REQUIRE(p->kernels[0].signature);
+  CHECK(p->kernels[0].signature->to_string() == "(double*, unsigned int)");
+}
+
+TEST_CASE("a kernel with no parameters and several kernels in one program") {
+  const char* src = R"(
+extern "C" __global__ void first() {}
+extern "C" __global__ void second(int x) {}
+)";
+  auto p = compile(src, for_arch(), &memory_cache());
+  REQUIRE(p->kernels.size() == 2);
+  REQUIRE(p->find_kernel("first"));
+  REQUIRE(p->find_kernel("first")->signature);
+  CHECK(p->find_kernel("first")->signature->params.empty());
+  CHECK(p->find_kernel("second")->signature->to_string() == "(int)");
+}
+
+TEST_CASE("options, in-memory headers and include paths reach NVRTC") {
+  CompileOptions o = for_arch();
+  o.options = {"-DWIDTH=3", "-std=c++17", "--use_fast_math"};
+  o.headers = {{"config.h", "#define SCALE 2.0f\ntypedef int index_t;\n"}};
+  const char* src = R"(
+#include "config.h"
+extern "C" __global__ void k(float* x, index_t n) { if (threadIdx.x < WIDTH) x[threadIdx.x] *= SCALE; }
+)";
+  auto p = compile(src, o, &memory_cache());
+  REQUIRE(p->find_kernel("k"));
+  CHECK(p->find_kernel("k")->signature->to_string() == "(float*, int)");
+  bool saw = false;
+  for (const auto& opt : p->options) saw = saw || opt == "--use_fast_math";
+  CHECK(saw);
+}
+
+TEST_CASE("arch-specific targets and PTX on request") {
+  CompileOptions o = for_arch("sm_90a");
+  o.ptx = true;
+  auto p = compile("extern \"C\" __global__ void k(int* x) { *x = 1; }", o, &memory_cache());
+  CHECK(p->arch == "sm_90a");
+  CHECK_FALSE(p->cubin.empty());
+  CHECK(p->ptx.find(".entry k") != std::string::npos);
+
+  auto v = compile("extern \"C\" __global__ void k(int* x) { *x = 2; }", for_arch("compute_90"), &memory_cache());
+  CHECK(v->cubin.empty());
+  CHECK(v->ptx.find(".entry k") != std::string::npos);
+  REQUIRE(v->kernels.size() == 1);
+  CHECK(v->kernels[0].signature->to_string() == "(int*)");
+  CHECK_FALSE(v->kernels[0].resources.known);
+}
+
+TEST_CASE("a malformed or unsupported arch is rejected before compiling") {
+  CHECK_THROWS_AS(compile("", for_arch("sm90"), &memory_cache()), std::invalid_argument);
+  CHECK_THROWS_WITH(compile("", for_arch("sm_12345"), &memory_cache()), Catch::Contains("cannot build"));
+  CompileOptions o = for_arch("sm_90");
+  o.options = {"-arch=sm_80"};
+  CHECK_THROWS_WITH(compile("", o, &memory_cache()), Catch::Contains("disagrees"));
+}
+
+TEST_CASE("compile errors carry the line, a caret, the kernel and the log") {
+  const char* src =
+      "extern \"C\" __global__ void ok(float* x) { x[0] = 1; }\n"
+      "extern \"C\" __global__ void broken(float* x, int n) {\n"
+      "  int i = threadIdx.x;\n"
+      "  if (i < n) x[i] = undefined_thing(x[i]);\n"
+      "}\n";
+  CompileOptions o = for_arch();
+  o.program_name = "mine.cu";
+  o.options = {"-DFOO=1"};
+  try {
+    compile(src, o, &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    const auto& d = e.details();
+    CHECK(d.line == 4);
+    CHECK(d.column == 21);
+    CHECK(d.kernel == "broken");
+    CHECK(d.program_name == "mine.cu");
+    CHECK(d.message.find("undefined_thing") != std::string::npos);
+    CHECK(d.source_line == "  if (i < n) x[i] = undefined_thing(x[i]);");
+    CHECK(d.log.find("error") != std::string::npos);
+    bool has_define = false;
+    for (const auto& opt : d.options) has_define = has_define || opt == "-DFOO=1";
+    CHECK(has_define);
+    std::string what = e.what(); INFO(what);
+    CHECK(what.find("mine.cu:4:21: error:") == 0);
+    CHECK(what.find("\n 4 |   if (i < n) x[i] = undefined_thing(x[i]);\n   |                     ^") != std::string::npos);
+  }
+}
+
+TEST_CASE("an error inside an included header names the header") {
+  CompileOptions o = for_arch();
+  o.headers = {{"bad.h", "int broken_decl = ;\n"}};
+  try {
+    compile("#include \"bad.h\"\nextern \"C\" __global__ void k() {}\n", o, &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    CHECK(e.details().message.find("bad.h") != std::string::npos);
+    CHECK(e.details().line == 1);
+  }
+}
+
+TEST_CASE("an unknown option is a CompileError, not a crash") {
+  CompileOptions o = for_arch();
+  o.options = {"--no-such-option"};
+  CHECK_THROWS_AS(compile("extern \"C\" __global__ void k() {}", o, &memory_cache()), CompileError);
+}
+
+TEST_CASE("warnings are kept on the program") {
+  auto p = compile("extern \"C\" __global__ void k() { int unused = 3; }", for_arch(), &memory_cache());
+  CHECK(p->log.find("unused") != std::string::npos);
+}
