@@ -24,13 +24,13 @@ struct KernelCandidate {
 std::vector<KernelCandidate> scan_kernels(std::string_view source);
 
 // ---- signature.cpp: the probe that makes NVRTC tell the parameter types ------------------
-// Source appended to every program: a kernel template whose lowered name spells a function
+// Source appended to every program: a variable template whose lowered name spells a function
 // pointer type and the size and alignment of each parameter.
 extern const char* const kProbeSource;
 // The name expression asking for the layout of the kernel named by `expression`.
 std::string probe_expression(std::string_view kernel_expression);
 // Parses the demangled probe instance, e.g.
-// "void __jitbridge_layout<void (*)(float const*, int), 8ull, 4ull, 8ull, 4ull>()".
+// "__jitbridge_layout<void (*)(float const*, int), 8ull, 4ull, 8ull, 4ull>".
 // Returns nullopt when the probe says "not a function" (its primary template).
 std::optional<Signature> parse_probe(std::string_view demangled);
 // Splits "a, b<c, d>, e (*)(f, g)" at top-level commas, trimming blanks.

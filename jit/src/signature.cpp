@@ -20,18 +20,20 @@ std::string Signature::to_string() const {
 
 namespace detail {
 
-// For a kernel of type void(A...), instantiating __jitbridge_layout<void(*)(A...), sizeof(A)...,
+// For a kernel of type void(A...), naming __jitbridge_layout<void(*)(A...), sizeof(A)...,
 // alignof(A)...> puts every parameter type and its size and alignment into one lowered name.
-// Anything else (a __device__ variable given as a name expression) hits the primary template
-// and yields __jitbridge_layout<void>.
+// A one-byte __device__ variable template costs NVRTC far less than an (empty) probe kernel
+// would (0.4 ms instead of 1.5 ms per compile, measured with NVRTC 13.0). Anything else (a
+// __device__ variable given as a name expression) hits the primary template and yields
+// __jitbridge_layout<void>.
 const char* const kProbeSource = R"(
 template <class __jitbridge_F, unsigned long long... __jitbridge_L>
-__global__ void __jitbridge_layout() {}
+__device__ char __jitbridge_layout = 0;
 template <class __jitbridge_F> struct __jitbridge_sig {
-  static constexpr void (*layout)() = &__jitbridge_layout<void>;
+  static constexpr char* layout = &__jitbridge_layout<void>;
 };
 template <class... __jitbridge_A> struct __jitbridge_sig<void (*)(__jitbridge_A...)> {
-  static constexpr void (*layout)() = &__jitbridge_layout<void (*)(__jitbridge_A...),
+  static constexpr char* layout = &__jitbridge_layout<void (*)(__jitbridge_A...),
       sizeof(__jitbridge_A)..., alignof(__jitbridge_A)...>;
 };
 )";
@@ -100,8 +102,8 @@ Param parse_param(std::string_view spelling) {
 }
 
 std::optional<Signature> parse_probe(std::string_view demangled) {
-  constexpr std::string_view prefix = "void __jitbridge_layout<";
-  constexpr std::string_view suffix = ">()";
+  constexpr std::string_view prefix = "__jitbridge_layout<";
+  constexpr std::string_view suffix = ">";
   if (demangled.substr(0, prefix.size()) != prefix || !ends_with(demangled, suffix))
     throw std::runtime_error(fmt::format("unexpected signature probe name '{}'", demangled));
   std::vector<std::string> args =
