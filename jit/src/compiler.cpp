@@ -86,6 +86,19 @@ struct Pass {
   std::optional<std::vector<std::string>> headers;
 };
 
+// NVRTC 13.0 keeps the trace of a failed traced compile and writes it, as "./.json" in the
+// working directory, during the thread's next compile that asks for no trace. A throwaway traced
+// compile right after the failure takes the stale trace to a file of ours instead.
+void flush_stale_trace() {
+  try {
+    TraceFile tf;
+    NvrtcProgram empty("", "flush.cu", {});
+    empty.compile({tf.option, "-arch=compute_75"});
+  } catch (const std::exception&) {
+    // Best effort: the compile error being reported matters more.
+  }
+}
+
 Pass run_pass(const std::string& source, const CompileOptions& options,
               const std::vector<std::string>& nvrtc_options, const std::vector<std::string>& expressions,
               bool trace) {
@@ -97,7 +110,10 @@ Pass run_pass(const std::string& source, const CompileOptions& options,
   Pass p;
   p.ok = prog.compile(opts);
   p.log = prog.log();
-  if (!p.ok) return p;
+  if (!p.ok) {
+    if (trace && !tf.option.empty()) flush_stale_trace();
+    return p;
+  }
   p.cubin = prog.cubin();
   p.ptx = prog.ptx();
   for (const std::string& e : expressions) p.lowered[e] = prog.lowered_name(e);

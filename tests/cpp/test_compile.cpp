@@ -1,5 +1,7 @@
 // test_compile.cpp — NVRTC compilation through compile(): binaries, kernels, signatures, resources, errors.
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
@@ -240,4 +242,19 @@ TEST_CASE("an unknown option is a CompileError, not a crash") {
 TEST_CASE("warnings are kept on the program") {
   auto p = compile("extern \"C\" __global__ void k() { int unused = 3; }", for_arch(), &memory_cache());
   CHECK(p->log.find("unused") != std::string::npos);
+}
+
+TEST_CASE("a failed compile leaves no trace file in the working directory") {
+  char dir[] = "/tmp/jitbridge-cwd-XXXXXX";
+  REQUIRE(::mkdtemp(dir));
+  char old[4096];
+  REQUIRE(::getcwd(old, sizeof old));
+  REQUIRE(::chdir(dir) == 0);
+  CompileOptions o = for_arch();
+  o.headers = {{"bad.h", "int broken = ;\n"}};
+  CHECK_THROWS_AS(compile("#include \"bad.h\"\n", o, &memory_cache()), CompileError);
+  compile("extern \"C\" __global__ void after_failure() {}", for_arch(), &memory_cache());
+  struct stat st;
+  CHECK(::stat(".json", &st) != 0);
+  REQUIRE(::chdir(old) == 0);
 }
