@@ -30,23 +30,6 @@ std::function<void(const std::string&)>& warning_handler() {
   return h;
 }
 
-bool read_whole(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  if (::fstat(fd, &st) != 0) { ::close(fd); return false; }
-  out.resize(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  out.resize(got);
-  return true;
-}
-
 bool make_dirs(const std::string& path) {
   for (std::size_t pos = 1; pos <= path.size(); ++pos) {
     if (pos != path.size() && path[pos] != '/') continue;
@@ -185,7 +168,7 @@ std::shared_ptr<const Program> Cache::Impl::lookup(const std::string& key) {
   if (!disk_ok_) return nullptr;
   const std::string path = entry_path(key);
   std::string bytes;
-  if (!read_whole(path, bytes)) return nullptr;
+  if (!detail::read_file(path, bytes)) return nullptr;
   std::optional<detail::CacheRecord> record = detail::parse_record(bytes, key);
   if (!record || !detail::dependencies_unchanged(*record)) return nullptr;  // replaced after compiling
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: last to be evicted

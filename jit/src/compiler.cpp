@@ -5,10 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <regex>
 #include <set>
-#include <sstream>
 
 #include "cache_internal.hpp"
 #include "jit_internal.hpp"
@@ -67,12 +64,10 @@ struct TraceFile {
   // The headers the compile read; nullopt if the trace is missing or unreadable.
   std::optional<std::vector<std::string>> headers() const {
     if (path.empty()) return std::nullopt;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::stringstream ss;
-    ss << in.rdbuf();
+    std::string json;
+    if (!detail::read_file(path, json)) return std::nullopt;
     try {
-      return detail::trace_headers(ss.str());
+      return detail::trace_headers(json);
     } catch (const std::exception&) {
       return std::nullopt;
     }
@@ -135,9 +130,15 @@ bool error_is_users(const CompileError::Details& d, std::string_view program_nam
 }
 
 std::vector<std::string> ptx_entries(const std::string& ptx) {
-  static const std::regex entry(R"(\.entry\s+([A-Za-z_$][\w$]*)\s*\()");
+  // ".visible .entry name(" or ".entry name(" at the start of a line.
   std::vector<std::string> out;
-  for (std::sregex_iterator it(ptx.begin(), ptx.end(), entry), end; it != end; ++it) out.push_back((*it)[1]);
+  for (std::string_view line : detail::split_lines(ptx)) {
+    std::size_t at = line.find(".entry ");
+    if (at == std::string_view::npos || line.find("//") < at) continue;
+    std::string_view name = detail::text_between(line.substr(at), ".entry ", "(");
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (!name.empty()) out.emplace_back(name);
+  }
   return out;
 }
 

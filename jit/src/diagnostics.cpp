@@ -1,7 +1,6 @@
 // diagnostics.cpp — turns NVRTC's log into a CompileError that points at the offending line.
 #include <fmt/format.h>
 
-#include <regex>
 
 #include "jit_internal.hpp"
 
@@ -13,16 +12,37 @@ CompileError::CompileError(Details details)
 namespace detail {
 namespace {
 
-std::vector<std::string> split_lines(std::string_view text) {
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    out.emplace_back(text.substr(pos, end - pos));
-    pos = end + 1;
+// "file(12): error: message", "file(3): catastrophic error: message", "file(5): error #20: message".
+// Returns false for anything else.
+bool located_error(std::string_view line, std::string& file, int& number, std::string& message) {
+  std::size_t close = line.find("): ");
+  if (close == std::string_view::npos) return false;
+  std::size_t open = line.rfind('(', close);
+  if (open == std::string_view::npos || open + 1 == close) return false;
+  int n = 0;
+  for (std::size_t i = open + 1; i < close; ++i) {
+    if (line[i] < '0' || line[i] > '9') return false;
+    n = n * 10 + (line[i] - '0');
   }
-  return out;
+  std::string_view rest = line.substr(close + 3);
+  if (rest.substr(0, 12) == "catastrophic") rest.remove_prefix(13);
+  if (rest.substr(0, 5) != "error") return false;
+  std::size_t colon = rest.find(": ");
+  if (colon == std::string_view::npos) return false;
+  file = std::string(line.substr(0, open));
+  number = n;
+  message = std::string(rest.substr(colon + 2));
+  return true;
+}
+
+// "nvrtc: error: message" or "error: message".
+bool unlocated_error(std::string_view line, std::string& message) {
+  if (line.substr(0, 7) == "nvrtc: ") line.remove_prefix(7);
+  if (line.substr(0, 5) != "error") return false;
+  std::size_t colon = line.find(": ");
+  if (colon == std::string_view::npos) return false;
+  message = std::string(line.substr(colon + 2));
+  return true;
 }
 
 }  // namespace
@@ -30,28 +50,23 @@ std::vector<std::string> split_lines(std::string_view text) {
 CompileError::Details parse_diagnostics(std::string_view log, std::string_view source,
                                         std::string_view program_name,
                                         const std::vector<KernelCandidate>& kernels) {
-  static const std::regex located(R"(^(.*)\((\d+)\): (?:catastrophic )?error[^:]*: (.*)$)");
-  static const std::regex unlocated(R"(^(?:nvrtc: )?error[^:]*: (.*)$)");
   CompileError::Details d;
   d.log = std::string(log);
   d.program_name = std::string(program_name);
-  const std::vector<std::string> lines = split_lines(log);
+  const std::vector<std::string_view> lines = split_lines(log);
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    std::smatch m;
-    if (std::regex_match(lines[i], m, located)) {
-      const std::string file = m[1];
-      d.line = std::stoi(m[2]);
-      d.message = m[3];
+    std::string file;
+    if (located_error(lines[i], file, d.line, d.message)) {
       // NVRTC echoes the line indented by two blanks, then a caret line under the column.
-      if (i + 2 < lines.size() && lines[i + 2].find('^') != std::string::npos &&
-          lines[i + 1].rfind("  ", 0) == 0) {
+      if (i + 2 < lines.size() && lines[i + 2].find('^') != std::string_view::npos &&
+          lines[i + 1].substr(0, 2) == "  ") {
         d.column = static_cast<int>(lines[i + 2].find('^')) - 1;
-        d.source_line = lines[i + 1].substr(2);
+        d.source_line = std::string(lines[i + 1].substr(2));
       }
       if (file == program_name) {
-        const std::vector<std::string> src = split_lines(source);
+        const std::vector<std::string_view> src = split_lines(source);
         if (d.line >= 1 && static_cast<std::size_t>(d.line) <= src.size())
-          d.source_line = src[static_cast<std::size_t>(d.line) - 1];
+          d.source_line = std::string(src[static_cast<std::size_t>(d.line) - 1]);
         for (const KernelCandidate& k : kernels)
           if (k.line <= d.line) d.kernel = k.qualified_name;
       } else {
@@ -59,10 +74,7 @@ CompileError::Details parse_diagnostics(std::string_view log, std::string_view s
       }
       return d;
     }
-    if (std::regex_match(lines[i], m, unlocated)) {
-      d.message = m[1];
-      return d;
-    }
+    if (unlocated_error(lines[i], d.message)) return d;
   }
   d.message = "NVRTC reported a failure without an error line";
   return d;

@@ -82,6 +82,16 @@ class Hasher {
 };
 std::string hash_hex(std::string_view bytes);
 
+// ---- text.cpp / files.cpp -------------------------------------------------------------------
+std::vector<std::string_view> split_lines(std::string_view text);
+// The decimal number written right before / right after `marker` on `line`, if any.
+std::optional<std::uint64_t> number_before(std::string_view line, std::string_view marker);
+std::optional<std::uint64_t> number_after(std::string_view line, std::string_view marker);
+// The text after `open` up to `close` (or the end of the line); empty when `open` is absent.
+std::string_view text_between(std::string_view line, std::string_view open, std::string_view close);
+// The whole file; false when it cannot be read.
+bool read_file(const std::string& path, std::string& out);
+
 // ---- options.cpp ---------------------------------------------------------------------------
 // Validates "sm_90", "sm_90a", "compute_90", "sm_100f"; throws std::invalid_argument.
 void validate_arch(const std::string& arch);

@@ -30,7 +30,7 @@ using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
 Loaded load() {
   Loaded out;
   // Never dlclose'd: kernels, contexts and other libraries keep using it until exit.
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* err = dlerror();
     out.why = fmt::format("no CUDA driver was found (libcuda.so.1 could not be loaded: {})",

@@ -89,6 +89,26 @@ TEST_CASE("parse_ptxas_info reads registers, barriers, shared memory, stack and 
   CHECK(rest == "x.cu(3): warning #177-D: variable \"v\" was declared but never referenced\n");
 }
 
+TEST_CASE("parse_ptxas_info keeps several kernels apart") {
+  const char* log =
+      "ptxas info    : Compiling entry function 'b' for 'sm_90'\n"
+      "ptxas info    : Function properties for b\n"
+      "ptxas         .     192 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 0 barriers, 192 bytes cumulative stack size\n"
+      "ptxas info    : Compiling entry function 'a' for 'sm_90'\n"
+      "ptxas info    : Function properties for a\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 1 barriers, 256 bytes smem\n";
+  auto r = parse_ptxas_info(log, nullptr);
+  CHECK(r["b"].registers == 40);
+  CHECK(r["b"].local_bytes == 192);
+  CHECK(r["b"].shared_bytes == 0);
+  CHECK(r["a"].registers == 12);
+  CHECK(r["a"].barriers == 1);
+  CHECK(r["a"].shared_bytes == 256);
+  CHECK(r["a"].local_bytes == 0);
+}
+
 TEST_CASE("trace_headers lists each header once and refuses malformed traces") {
   const char* trace = R"JSON({"traceEvents": [{}, {"name":"Processing Header File","args":{"detail":"a.h"}},
     {"name":"Scanning Function Body","args":{"detail":"k(int)"}},
