@@ -1,0 +1,55 @@
+"""jitbridge's exception classes; the compiled core raises them (see python/src/errors.cpp)."""
+
+__all__ = ["CompileError", "NvrtcError", "NoDriverError", "DriverError"]
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected the source (or its options).
+
+    ``str(e)`` is the whole diagnostic: ``kernel.cu:4:21: error: ...``, the offending line with a
+    caret under the column, then NVRTC's log. The pieces:
+
+    log           NVRTC's whole log.
+    program_name  the file name the source was compiled as.
+    options       the options NVRTC was given (tuple of str).
+    kernel        the kernel whose body holds the first error, or None.
+    line, column  1-based position of the first error, or None when unknown.
+    message       the first error's message.
+    source_line   that line of the source, as written, or None.
+    """
+
+    __module__ = "jitbridge"
+
+    def __init__(self, what="", *, log="", program_name="", options=(), kernel=None, line=None,
+                 column=None, message="", source_line=None):
+        super().__init__(what)
+        self.log = log
+        self.program_name = program_name
+        self.options = tuple(options)
+        self.kernel = kernel
+        self.line = line
+        self.column = column
+        self.message = message
+        self.source_line = source_line
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC itself failed (not the user's source): out of memory, a missing library, ..."""
+
+    __module__ = "jitbridge"
+
+
+class NoDriverError(RuntimeError):
+    """No usable CUDA driver on this machine (libcuda.so.1 missing, or cuInit failed)."""
+
+    __module__ = "jitbridge"
+
+
+class DriverError(RuntimeError):
+    """A CUDA driver call failed; ``code`` is its CUresult (an int)."""
+
+    __module__ = "jitbridge"
+
+    def __init__(self, what="", *, code=None):
+        super().__init__(what)
+        self.code = code

@@ -1,0 +1,247 @@
+"""jitbridge's command line: compile a .cu file and show its kernels, manage the kernel cache, check the setup.
+
+    python -m jitbridge compile FILE.cu [--arch sm_90] [-D NAME[=VALUE]] [-I DIR]
+                                [--name-expression EXPR] [--option OPT] [--ptx]
+    python -m jitbridge cache info | cache clear
+    python -m jitbridge doctor
+
+Mistakes (a missing file, a bad option, source that does not compile) print one
+``jitbridge: error: ...`` line (a compile error adds its diagnostic) and exit with status 1;
+command-line usage errors exit with status 2.
+"""
+
+import argparse
+import os
+import sys
+import warnings
+
+import jitbridge
+
+_ORIGIN = {"compiled": "compiled", "memory": "from memory cache", "disk": "from disk cache"}
+
+
+class UserError(Exception):
+    """A mistake of the user's: reported as one line, without a traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(2, f"jitbridge: error: {message} (see '{self.prog} --help')\n")
+
+
+def _human_bytes(n):
+    size = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"
+
+
+def _plural(n, word, plural=None):
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
+def _size(n):
+    """'512 bytes', '17912 bytes (17.5 KiB)'."""
+    return f"{n} bytes" if n < 1024 else f"{n} bytes ({_human_bytes(n)})"
+
+
+def _kernel_line(kernel):
+    signature = str(kernel.signature) if kernel.signature is not None else "(?)"
+    r = kernel.resources
+    if r.known:
+        res = (f"regs={r.registers} smem={r.shared_bytes} lmem={r.local_bytes} cmem={r.const_bytes} "
+               f"spills={r.spill_store_bytes}/{r.spill_load_bytes}")
+    else:
+        res = "resources unknown (PTX only)"
+    line = f"  {kernel.name}{signature}  {res}"
+    if kernel.lowered_name != kernel.name:
+        line += f"  [{kernel.lowered_name}]"
+    return line
+
+
+def _cmd_compile(args):
+    path = args.file
+    try:
+        with open(path, "rb") as f:
+            code = f.read()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+    for define in args.define:
+        if not define or define.startswith("="):
+            raise UserError(f"-D {define!r}: expected NAME or NAME=VALUE")
+    options = [f"-D{d}" for d in args.define] + list(args.option)
+    # Quoted includes resolve against the file's own directory first, as with any compiler.
+    include_paths = [os.path.dirname(os.path.abspath(path))] + list(args.include)
+    program_name = os.path.basename(path)
+    try:
+        program = jitbridge.compile(code, options=options, name_expressions=args.name_expression,
+                                    include_paths=include_paths, arch=args.arch, ptx=args.ptx,
+                                    program_name=program_name)
+    except ValueError as e:  # a malformed or unsupported arch, a bad option value
+        raise UserError(str(e)) from None
+    if program.log:
+        print(program.log, file=sys.stderr)
+    kernels = program.kernels
+    print(f"{program_name}: {_plural(len(kernels), 'kernel')} for {program.arch} "
+          f"({_ORIGIN.get(program.origin, program.origin)})")
+    for kernel in kernels:
+        print(_kernel_line(kernel))
+    if args.ptx:
+        print()
+        print(program.ptx, end="" if program.ptx.endswith("\n") else "\n")
+    return 0
+
+
+def _cmd_cache_info(args):
+    info = jitbridge.cache_info()
+    print(f"directory: {info['directory'] or '(none)'}")
+    print(f"disk:      {'on' if info['disk'] else 'off'}")
+    print(f"entries:   {info['entries']}")
+    print(f"size:      {_size(info['bytes'])}")
+    return 0
+
+
+def _cmd_cache_clear(args):
+    removed = jitbridge.cache_clear()
+    directory = jitbridge.cache_info()["directory"]
+    print(f"removed {_plural(removed, 'entry', 'entries')} from {directory or '(no directory)'}")
+    return 0
+
+
+def _driver_version(v):
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _cmd_doctor(args):
+    rows = []
+    rows.append(("jitbridge", f"{jitbridge.__version__} ({os.path.dirname(os.path.abspath(jitbridge.__file__))})"))
+    rows.append(("python", f"{sys.version.split()[0]} ({sys.executable})"))
+    major, minor = jitbridge.nvrtc_version()
+    rows.append(("NVRTC", f"{major}.{minor}"))
+    gpus = []
+    try:
+        info = jitbridge.driver_info()
+    except jitbridge.DriverError as e:
+        rows.append(("driver", f"found, but it failed: {e}"))
+    else:
+        if info["found"]:
+            rows.append(("driver", f"CUDA {_driver_version(info['version'])} ({info['version']})"))
+            gpus = info["devices"]
+        else:
+            rows.append(("driver", f"not found: {info['reason']}"))
+    if gpus:
+        for d in gpus:
+            rows.append((f"GPU {d['ordinal']}", f"{d['name']}, compute capability {d['compute_capability']} "
+                                                f"({d['arch']}), {_human_bytes(d['total_memory'])}"))
+    else:
+        rows.append(("GPUs", "none"))
+    arch = jitbridge.default_arch()
+    if gpus:
+        why = "the current GPU's"
+    elif os.environ.get("JITBRIDGE_ARCH"):
+        why = "from JITBRIDGE_ARCH"
+    else:
+        why = "built-in default; set JITBRIDGE_ARCH to change"
+    rows.append(("default arch", f"{arch} ({why})"))
+    dirs = jitbridge.toolkit_include_dirs()
+    rows.append(("toolkit include", ", ".join(dirs) if dirs
+                 else "none found (cuda_fp16.h & co. will not resolve; set CUDA_HOME)"))
+    cache = jitbridge.cache_info()
+    state = (f"disk, {_plural(cache['entries'], 'entry', 'entries')}, {_human_bytes(cache['bytes'])}"
+             if cache["disk"] else "memory only")
+    rows.append(("cache", f"{cache['directory'] or '(no directory)'} ({state})"))
+    width = max(len(k) for k, _ in rows) + 2
+    for key, value in rows:
+        print(f"{key + ':':<{width}}{value}")
+    return 0
+
+
+def _parser(prog):
+    parser = _Parser(prog=prog, description="JIT-compile CUDA C++ with NVRTC and inspect the result.")
+    parser.add_argument("--version", action="version", version=f"jitbridge {jitbridge.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    c = commands.add_parser("compile", help="compile a .cu file and list its kernels",
+                            description="Compile FILE through the kernel cache and print each kernel's "
+                                        "signature and resources.")
+    c.add_argument("file", metavar="FILE", help="CUDA C++ source file")
+    c.add_argument("--arch", help="target, e.g. sm_90, sm_90a, compute_90 (default: the GPU's, else "
+                                  "$JITBRIDGE_ARCH, else sm_90)")
+    c.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="define a macro (repeatable)")
+    c.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="add an include directory (repeatable); FILE's directory is always searched")
+    c.add_argument("--name-expression", action="append", default=[], metavar="EXPR",
+                   help="a template instantiation to compile, e.g. 'scale<float, 4>' (repeatable)")
+    c.add_argument("--option", action="append", default=[], metavar="OPT",
+                   help="an NVRTC option, e.g. --option=-std=c++17 (repeatable)")
+    c.add_argument("--ptx", action="store_true", help="also generate PTX and print it after the kernels")
+    c.set_defaults(func=_cmd_compile)
+
+    cache = commands.add_parser("cache", help="show or clear the kernel cache",
+                                description="The kernel cache ($JITBRIDGE_CACHE_DIR, else "
+                                            "~/.cache/jitbridge).")
+    cache_commands = cache.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    cache_commands.add_parser("info", help="where the cache is and how much it holds").set_defaults(
+        func=_cmd_cache_info)
+    cache_commands.add_parser("clear", help="remove every entry").set_defaults(func=_cmd_cache_clear)
+
+    doctor = commands.add_parser("doctor", help="check NVRTC, the driver, GPUs and the cache",
+                                 description="Print what jitbridge finds on this machine.")
+    doctor.set_defaults(func=_cmd_doctor)
+    return parser
+
+
+def _join_option_values(argv):
+    """``--option -std=c++17`` -> ``--option=-std=c++17``: argparse would take the value for a flag."""
+    out = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--option" and i + 1 < len(argv):
+            out.append(f"--option={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def _default_prog():
+    argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if argv0 in ("", "__main__.py", "-c") or argv0.startswith("python"):
+        return "python3 -m jitbridge"
+    return argv0
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"jitbridge: warning: {message}", file=sys.stderr if file is None else file)
+
+
+def main(argv=None, prog=None):
+    """Run the command line; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser(prog or _default_prog()).parse_args(_join_option_values(argv))
+    saved_showwarning = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"jitbridge: error: {e}", file=sys.stderr)
+    except jitbridge.CompileError as e:
+        print(f"jitbridge: error: {e.program_name or args.file} did not compile", file=sys.stderr)
+        print(str(e).rstrip("\n"), file=sys.stderr)
+    except (jitbridge.NvrtcError, jitbridge.NoDriverError, jitbridge.DriverError) as e:
+        print(f"jitbridge: error: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("jitbridge: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` & co.: stop quietly, and keep Python from complaining at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    finally:
+        warnings.showwarning = saved_showwarning
+    return 1

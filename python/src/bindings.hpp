@@ -1,0 +1,42 @@
+// bindings.hpp — what the binding files of jitbridge._core share: the Python-side handles and the bind_* entry points.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "jitbridge/jit.hpp"
+
+namespace jitbridge::python {
+
+namespace py = pybind11;
+
+// A compiled program as Python holds it: the C++ Program stays alive as long as any handle does
+// (the cache may drop it meanwhile). program_name is what compile() was given; Program lacks it.
+struct ProgramHandle {
+  std::shared_ptr<const Program> program;
+  std::string program_name;
+};
+
+// One kernel of a program; keeps the whole program (and so `kernel`) alive.
+struct KernelHandle {
+  ProgramHandle owner;
+  const Kernel* kernel = nullptr;  // points into owner.program->kernels
+};
+
+// C++ text as a Python str; bytes that are not UTF-8 (a log echoing a Latin-1 source) become U+FFFD.
+py::str text(std::string_view s);
+
+// Python's name for the type of `obj` ("int", "list", "Path"), for error messages.
+std::string type_name(py::handle obj);
+
+void bind_errors(py::module_& m);       // errors.cpp
+void bind_program(py::module_& m);      // program.cpp
+void bind_compile(py::module_& m);      // compile.cpp
+void bind_cache(py::module_& m);        // cache.cpp
+void bind_environment(py::module_& m);  // environment.cpp
+void install_warning_handler();         // warnings.cpp
+
+}  // namespace jitbridge::python

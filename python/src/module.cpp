@@ -1,0 +1,28 @@
+// module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
+#include "bindings.hpp"
+
+namespace jitbridge::python {
+
+py::str text(std::string_view s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+std::string type_name(py::handle obj) {
+  return py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>();
+}
+
+}  // namespace jitbridge::python
+
+PYBIND11_MODULE(_core, m) {
+  namespace jp = jitbridge::python;
+  m.doc() = "jitbridge's compiled core: NVRTC compilation, the kernel cache and the environment. "
+            "Use it through the jitbridge package.";
+  jp::bind_errors(m);
+  jp::bind_program(m);
+  jp::bind_compile(m);
+  jp::bind_cache(m);
+  jp::bind_environment(m);
+  jp::install_warning_handler();
+}
