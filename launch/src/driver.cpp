@@ -46,11 +46,11 @@ Loaded load() {
   std::string missing;
   // #name stringifies the unexpanded name ("cuMemAlloc"), which is what cuGetProcAddress wants;
   // the member itself is the versioned one cuda.h maps the name to (cuMemAlloc_v2).
-#define JITBRIDGE_DRIVER_ENTRY(name)                                                         \
+#define JITBRIDGE_DRIVER_ENTRY(name, version)                                                \
   {                                                                                          \
     void* fn = nullptr;                                                                      \
     CUdriverProcAddressQueryResult status{};                                                 \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==          \
+    if (get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==               \
             CUDA_SUCCESS &&                                                                  \
         fn)                                                                                  \
       out.api.name = reinterpret_cast<decltype(out.api.name)>(fn);                           \

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include <stdexcept>
 #include <string>
@@ -27,7 +28,7 @@ class DriverError : public std::runtime_error {
 // One table of driver entry points, filled once through cuGetProcAddress. Every entry is
 // non-null once driver() returned; the table lives for the whole process (never unloaded).
 struct DriverApi {
-#define JITBRIDGE_DRIVER_ENTRY(name) decltype(&::name) name = nullptr;
+#define JITBRIDGE_DRIVER_ENTRY(name, version) PFN_##name##_v##version name = nullptr;
 #include "jitbridge/driver_entries.inc"
 #undef JITBRIDGE_DRIVER_ENTRY
   int version = 0;  // cuDriverGetVersion, e.g. 13000
