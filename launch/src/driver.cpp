@@ -18,7 +18,8 @@ struct Loaded {
 
 // Entries an older driver may lack; the rest must resolve or the driver counts as unusable.
 bool is_optional(const char* name) {
-  static const char* const optional[] = {"cuKernelGetParamInfo"};
+  static const char* const optional[] = {"cuKernelGetParamInfo", "cuLibraryGetKernelCount",
+                                        "cuLibraryEnumerateKernels"};
   for (const char* o : optional)
     if (std::strcmp(o, name) == 0) return true;
   return false;

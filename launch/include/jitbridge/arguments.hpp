@@ -1,0 +1,97 @@
+// jitbridge/arguments.hpp — packing launch arguments against a kernel's signature, checking each one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jitbridge/array.hpp"
+#include "jitbridge/jit.hpp"
+
+namespace jitbridge {
+
+// A launch argument that does not fit its parameter. kind() says which Python exception it
+// becomes: type (TypeError), overflow (OverflowError), value (ValueError).
+class ArgumentError : public std::runtime_error {
+ public:
+  enum class Kind { type, overflow, value };
+  ArgumentError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Kind kind() const noexcept { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// One argument as the caller gave it, before it meets a parameter. Borrowed: `array` and
+// `bytes` point into storage the caller keeps alive until pack_argument returns.
+struct ArgValue {
+  enum class Kind { array, null_pointer, signed_integer, unsigned_integer, floating, boolean, bytes };
+  Kind kind = Kind::null_pointer;
+  const ArrayView* array = nullptr;  // Kind::array
+  std::int64_t i = 0;                // signed_integer, boolean (0/1)
+  std::uint64_t u = 0;               // unsigned_integer (values above INT64_MAX)
+  double f = 0;                      // floating
+  const void* data = nullptr;        // bytes
+  std::size_t size = 0;              // bytes
+  const char* python_type = nullptr; // the caller's type name for messages ("float", "numpy.float64")
+};
+
+// The kernel parameter buffer: the argument bytes laid out as the parameters are, plus the
+// void* array cuLaunchKernel takes. Inline storage for ordinary kernels; never shrinks.
+class ArgBuffer {
+ public:
+  ArgBuffer() = default;
+  ArgBuffer(const ArgBuffer&) = delete;
+  ArgBuffer& operator=(const ArgBuffer&) = delete;
+  // Prepares room for `count` parameters of `total` bytes (offsets come from the signature).
+  void reset(std::size_t count, std::size_t total);
+  // Where parameter i's `size` bytes go, aligned to `align`. Call in parameter order.
+  void* slot(std::size_t i, std::size_t size, std::size_t align);
+  void** pointers() { return pointers_.data(); }
+  std::size_t count() const { return count_; }
+  const unsigned char* bytes() const { return storage_.data(); }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::vector<unsigned char> storage_ = std::vector<unsigned char>(512);
+  std::vector<void*> pointers_ = std::vector<void*>(32);
+  std::size_t count_ = 0, used_ = 0;
+};
+
+// The dtype a pointer parameter's pointee type takes ("float" -> float32, "__half" -> float16,
+// "__nv_bfloat16" -> bfloat16, "int" -> int32, "float2" -> complex64, ...). nullopt for "void"
+// (any dtype) and for types without a dtype (structs), which take no arrays.
+std::optional<DLDataType> dtype_for_pointee(std::string_view type);
+
+// Where a launch happens: the arrays' device (all must agree) and the stream. Filled by pack.
+struct PackResult {
+  int device = -1;             // -1: no array argument named a device
+  int first_array = -1;        // index of the first array argument
+};
+
+// Writes argument `index` (`value`) into `out` as parameter `param` of `kernel_name` wants it.
+// Checks: arrays only into pointer parameters (or jitbridge::Tensor<T, N> views), pointee type
+// against dtype (void* takes any), read-only arrays only into const pointees, device memory only
+// (host memory refused), all arrays on one device; scalars exactly into the parameter's type
+// with range checks (2**40 into int: OverflowError; 1.5 into int: TypeError); bytes of exactly
+// the parameter's size for structs. Throws ArgumentError naming the kernel, the parameter and
+// the reason.
+void pack_argument(std::string_view kernel_name, const Signature& signature, std::size_t index,
+                   const ArgValue& value, ArgBuffer& out, PackResult& where);
+
+// Bytes an ArgBuffer needs for `signature` (sizes plus worst-case alignment padding).
+std::size_t buffer_bytes(const Signature& signature);
+
+// The message for a wrong argument count: "saxpy(float, float const*, float*, int) takes 4
+// arguments, 3 given".
+std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given);
+
+// Packs a parameter without a signature (kernels from .cubin/.ptx files): arrays and None as
+// 8-byte pointers, ints as `size`-byte integers, floats as float (4) or double (8), bytes as is.
+// `size` comes from cuKernelGetParamInfo. Throws ArgumentError when the value cannot fit.
+void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& value, ArgBuffer& out, PackResult& where);
+
+}  // namespace jitbridge

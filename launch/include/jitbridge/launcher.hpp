@@ -1,0 +1,59 @@
+// jitbridge/launcher.hpp — launch configuration, its checks against the device, and the launch itself.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "jitbridge/arguments.hpp"
+#include "jitbridge/module.hpp"
+
+namespace jitbridge {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  unsigned long long count() const { return 1ull * x * y * z; }
+};
+
+// The legacy default stream, where launches go when nothing names another (docs/DESIGN.md).
+inline CUstream legacy_stream() { return CU_STREAM_LEGACY; }
+
+struct LaunchConfig {
+  Dim3 grid, block;
+  std::size_t shared_mem = 0;         // dynamic shared memory per block, bytes
+  CUstream stream = CU_STREAM_LEGACY;
+  Dim3 cluster{0, 0, 0};              // thread-block cluster dims; x == 0: no cluster
+  bool cooperative = false;
+  bool programmatic_dependent = false;  // PDL: may start before the previous kernel on the stream ends
+};
+
+// A launch configuration the device or kernel cannot run. what() names the limit and the value.
+class LaunchConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// A launch failed, or an earlier kernel faulted and the driver reported it now. what() names
+// the kernel being launched and, for a fault, the kernel launched last on that device.
+class LaunchError : public std::runtime_error {
+ public:
+  LaunchError(const std::string& message, CUresult code) : std::runtime_error(message), code_(code) {}
+  CUresult code() const noexcept { return code_; }
+
+ private:
+  CUresult code_;
+};
+
+// Checks `config` against `device`'s limits and the kernel's own (launch bounds, static shared
+// memory); raises the kernel's dynamic shared memory limit when more than 48 KiB is asked and
+// the device allows it. Throws LaunchConfigError.
+void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
+
+// Launches `function` with packed `params` on `config.stream`, making `device`'s primary
+// context current first. Asynchronous: never synchronizes the host. Throws LaunchError.
+// validate_launch must have passed for this (function, config, device).
+void launch(const Function& function, const LaunchConfig& config, const Device& device, void** params);
+
+// The kernel launched last on device `ordinal` (for fault reports); "" if none.
+const char* last_launched_kernel(int ordinal);
+
+}  // namespace jitbridge

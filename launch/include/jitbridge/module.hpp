@@ -1,0 +1,76 @@
+// jitbridge/module.hpp — loaded binaries and kernel handles: a Module keeps its Program alive, a
+// Function keeps its Module alive, so no handle can outlive what it points into.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jitbridge/device.hpp"
+#include "jitbridge/jit.hpp"
+
+namespace jitbridge {
+
+class Function;
+
+// One loaded binary. It is context-independent (cuLibraryLoadData): the same Module serves
+// every device the binary can run on; the driver loads it into a device at first use there.
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  // Loads `program`'s cubin (its PTX if it has no cubin). Throws NoDriverError, DriverError.
+  static std::shared_ptr<Module> from_program(std::shared_ptr<const Program> program);
+  // Loads a .cubin, .fatbin or .ptx image (kernels without signatures: unchecked packing).
+  static std::shared_ptr<Module> from_image(std::string image);
+  ~Module();  // cuLibraryUnload; never throws
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const Program* program() const { return program_.get(); }  // nullptr for images
+  CUlibrary library() const { return library_; }
+  // The kernel called `name` (its Kernel::name or lowered name). Throws std::out_of_range
+  // naming the kernels the module has.
+  std::shared_ptr<Function> function(std::string_view name) const;
+  std::vector<std::string> kernel_names() const;
+  // A __device__ or __constant__ variable's address and size on `device`. Throws
+  // std::out_of_range when there is no such variable.
+  std::pair<CUdeviceptr, std::size_t> global(std::string_view name, const Device& device) const;
+
+ private:
+  Module() = default;
+  std::shared_ptr<const Program> program_;
+  std::string image_;  // the bytes the library was loaded from (kept: some drivers read lazily)
+  CUlibrary library_ = nullptr;
+};
+
+// A kernel in a loaded Module.
+class Function {
+ public:
+  Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info);
+  const std::string& name() const { return name_; }
+  const char* interned_name() const { return interned_; }  // lives for the whole process
+  CUkernel handle() const { return kernel_; }
+  const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
+  const Module& module() const { return *module_; }
+  // cuKernelGetAttribute on `device`.
+  int attribute(CUfunction_attribute attribute, const Device& device) const;
+  // Parameter sizes from the driver (cuKernelGetParamInfo), for kernels without a signature.
+  const std::vector<std::size_t>& param_sizes() const;
+  // Raises the kernel's dynamic shared memory limit on `device` to `bytes` if it is lower
+  // (once per value). Throws DriverError.
+  void allow_dynamic_shared(std::size_t bytes, const Device& device) const;
+
+ private:
+  std::shared_ptr<const Module> module_;
+  CUkernel kernel_;
+  std::string name_;
+  const char* interned_;
+  const Kernel* info_;
+  mutable std::vector<std::size_t> param_sizes_;
+  mutable bool param_sizes_known_ = false;
+  mutable std::array<std::atomic<std::size_t>, 64> shared_allowed_{};  // per device ordinal
+};
+
+}  // namespace jitbridge

@@ -1,0 +1,352 @@
+// arguments.cpp — checks each launch argument against its parameter and writes it where the driver reads it.
+#include "jitbridge/arguments.hpp"
+
+#include "jitbridge/launch.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace jitbridge {
+namespace {
+
+struct Scalar {
+  enum Kind { signed_int, unsigned_int, floating, half, bfloat16, boolean };
+  Kind kind;
+  std::size_t size;
+};
+
+std::optional<Scalar> scalar_for(std::string_view type) {
+  struct Entry {
+    const char* spelling;
+    Scalar scalar;
+  };
+  static const Entry table[] = {
+      {"int", {Scalar::signed_int, 4}},           {"unsigned int", {Scalar::unsigned_int, 4}},
+      {"long", {Scalar::signed_int, 8}},          {"unsigned long", {Scalar::unsigned_int, 8}},
+      {"long long", {Scalar::signed_int, 8}},     {"unsigned long long", {Scalar::unsigned_int, 8}},
+      {"short", {Scalar::signed_int, 2}},         {"unsigned short", {Scalar::unsigned_int, 2}},
+      {"char", {Scalar::signed_int, 1}},          {"signed char", {Scalar::signed_int, 1}},
+      {"unsigned char", {Scalar::unsigned_int, 1}}, {"bool", {Scalar::boolean, 1}},
+      {"float", {Scalar::floating, 4}},           {"double", {Scalar::floating, 8}},
+      {"__half", {Scalar::half, 2}},              {"__nv_bfloat16", {Scalar::bfloat16, 2}},
+  };
+  for (const Entry& e : table)
+    if (type == e.spelling) return e.scalar;
+  return std::nullopt;
+}
+
+std::string describe(const ArgValue& v) {
+  switch (v.kind) {
+    case ArgValue::Kind::array: return fmt::format("a {} array on {}", dtype_name(v.array->dtype), device_name(v.array->device));
+    case ArgValue::Kind::null_pointer: return "None";
+    case ArgValue::Kind::bytes: return fmt::format("{} bytes", v.size);
+    default: return v.python_type ? v.python_type : "a number";
+  }
+}
+
+[[noreturn]] void fail(ArgumentError::Kind kind, std::string_view kernel, std::size_t index, const Param& p,
+                       const std::string& why) {
+  throw ArgumentError(kind, fmt::format("{}: argument {} ({}): {}", kernel, index, p.spelling, why));
+}
+
+// jitbridge::Tensor<T, N> from tensor.cuh: {T* data; long long shape[N]; long long strides[N];}
+bool tensor_view_type(std::string_view type, std::string& element, int& rank, bool& is_const) {
+  constexpr std::string_view prefix = "jitbridge::Tensor<";
+  if (type.substr(0, prefix.size()) != prefix || type.back() != '>') return false;
+  std::string_view inner = type.substr(prefix.size(), type.size() - prefix.size() - 1);
+  std::size_t comma = inner.rfind(',');
+  if (comma == std::string_view::npos) return false;
+  std::string_view t = inner.substr(0, comma);
+  is_const = false;
+  if (t.size() > 6 && t.substr(t.size() - 6) == " const") {
+    is_const = true;
+    t.remove_suffix(6);
+  } else if (t.substr(0, 6) == "const ") {
+    is_const = true;
+    t.remove_prefix(6);
+  }
+  element = std::string(t);
+  rank = std::atoi(std::string(inner.substr(comma + 1)).c_str());
+  return rank > 0;
+}
+
+void check_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a, bool pointee_const,
+                 const std::string& pointee, PackResult& where) {
+  if (a.device.device_type != kDLCUDA && a.device.device_type != kDLCUDAManaged)
+    fail(ArgumentError::Kind::value, kernel, index, p,
+         fmt::format("got an array in {} memory; kernels need device memory (cuda)", device_name(a.device)));
+  if (where.device >= 0 && a.device.device_id != where.device)
+    fail(ArgumentError::Kind::value, kernel, index, p,
+         fmt::format("array is on cuda:{} but argument {} is on cuda:{}; all arrays must be on one device",
+                     a.device.device_id, where.first_array, where.device));
+  if (where.device < 0) {
+    where.device = a.device.device_id;
+    where.first_array = static_cast<int>(index);
+  }
+  if (a.readonly && !pointee_const)
+    fail(ArgumentError::Kind::value, kernel, index, p, "the array is read-only; the parameter needs a const pointee");
+  std::optional<DLDataType> want = dtype_for_pointee(pointee);
+  if (pointee == "void") return;
+  if (!want)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("got {}; a '{}*' parameter takes no array (declare it void* to pass raw memory)", describe(ArgValue{ArgValue::Kind::array, &a}), pointee));
+  const bool char_ok = pointee == "char" && (a.dtype.code == kDLUInt || a.dtype.code == kDLInt) && a.dtype.bits == 8;
+  if (!(a.dtype == *want) && !char_ok)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("got a {} array; '{}*' takes {}", dtype_name(a.dtype), pointee, dtype_name(*want)));
+}
+
+template <class T>
+void put(ArgBuffer& out, std::size_t index, const Param& p, T value) {
+  std::memcpy(out.slot(index, p.size, p.align), &value, sizeof value);
+}
+
+void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, const Scalar& s, const ArgValue& v,
+                 ArgBuffer& out) {
+  using K = ArgValue::Kind;
+  const bool integral = v.kind == K::signed_integer || v.kind == K::unsigned_integer || v.kind == K::boolean;
+  switch (s.kind) {
+    case Scalar::boolean:
+      if (v.kind != K::boolean)
+        fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; 'bool' takes True or False", describe(v)));
+      put<std::uint8_t>(out, index, p, v.i != 0);
+      return;
+    case Scalar::signed_int:
+    case Scalar::unsigned_int: {
+      if (!integral)
+        fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes an integer", describe(v), p.type));
+      const unsigned bits = static_cast<unsigned>(s.size * 8);
+      bool fits;
+      if (s.kind == Scalar::signed_int) {
+        const std::int64_t lo = bits == 64 ? INT64_MIN : -(std::int64_t{1} << (bits - 1));
+        const std::int64_t hi = bits == 64 ? INT64_MAX : (std::int64_t{1} << (bits - 1)) - 1;
+        fits = v.kind != K::unsigned_integer && v.i >= lo && v.i <= hi;
+      } else {
+        const std::uint64_t hi = bits == 64 ? UINT64_MAX : (std::uint64_t{1} << bits) - 1;
+        fits = v.kind == K::unsigned_integer ? v.u <= hi : (v.i >= 0 && static_cast<std::uint64_t>(v.i) <= hi);
+      }
+      if (!fits) {
+        std::string shown = v.kind == K::unsigned_integer ? std::to_string(v.u) : std::to_string(v.i);
+        fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} does not fit in '{}'", shown, p.type));
+      }
+      const std::uint64_t raw = v.kind == K::unsigned_integer ? v.u : static_cast<std::uint64_t>(v.i);
+      std::memcpy(out.slot(index, p.size, p.align), &raw, s.size);  // little-endian: the low bytes
+      return;
+    }
+    default:
+      break;
+  }
+  // Floating parameters take floats and integers (exactly as Python converts them).
+  if (v.kind != K::floating && v.kind != K::signed_integer && v.kind != K::unsigned_integer)
+    fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes a number", describe(v), p.type));
+  const double x = v.kind == K::floating ? v.f : v.kind == K::signed_integer ? static_cast<double>(v.i) : static_cast<double>(v.u);
+  auto check_range = [&](double max) {
+    if (std::isfinite(x) && std::fabs(x) > max)
+      fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} is out of range for '{}'", x, p.type));
+  };
+  switch (s.kind) {
+    case Scalar::floating:
+      if (s.size == 4) {
+        check_range(std::numeric_limits<float>::max());
+        put(out, index, p, static_cast<float>(x));
+      } else {
+        put(out, index, p, x);
+      }
+      return;
+    case Scalar::half:
+      check_range(65504.0);
+      put(out, index, p, __float2half_rn(static_cast<float>(x)));
+      return;
+    case Scalar::bfloat16:
+      check_range(static_cast<double>(std::numeric_limits<float>::max()));
+      put(out, index, p, __float2bfloat16_rn(static_cast<float>(x)));
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+void ArgBuffer::reset(std::size_t count, std::size_t total) {
+  if (storage_.size() < total) storage_.resize(total);
+  if (pointers_.size() < count) pointers_.resize(count);
+  count_ = count;
+  used_ = 0;
+}
+
+void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
+  if (align == 0) align = 1;
+  used_ = (used_ + align - 1) / align * align;
+  if (used_ + size > storage_.size())
+    throw std::logic_error("ArgBuffer::slot: reset() was given too small a total");
+  void* at = storage_.data() + used_;
+  used_ += size;
+  pointers_[i] = at;
+  return at;
+}
+
+std::optional<DLDataType> dtype_for_pointee(std::string_view type) {
+  struct Entry {
+    const char* spelling;
+    const char* dtype;
+  };
+  static const Entry table[] = {
+      {"float", "float32"},        {"double", "float64"},       {"__half", "float16"},
+      {"half", "float16"},         {"__nv_bfloat16", "bfloat16"}, {"nv_bfloat16", "bfloat16"},
+      {"int", "int32"},            {"unsigned int", "uint32"},  {"short", "int16"},
+      {"unsigned short", "uint16"}, {"long", "int64"},          {"unsigned long", "uint64"},
+      {"long long", "int64"},      {"unsigned long long", "uint64"}, {"signed char", "int8"},
+      {"char", "int8"},            {"unsigned char", "uint8"},  {"bool", "bool"},
+      {"float2", "complex64"},     {"double2", "complex128"},   {"__nv_fp8_e4m3", "float8_e4m3fn"},
+      {"__nv_fp8_e5m2", "float8_e5m2"}, {"thrust::complex<float>", "complex64"},
+      {"thrust::complex<double>", "complex128"}, {"cuda::std::__4::complex<float>", "complex64"},
+      {"cuda::std::__4::complex<double>", "complex128"}, {"cuda::std::complex<float>", "complex64"},
+      {"cuda::std::complex<double>", "complex128"},
+  };
+  for (const Entry& e : table)
+    if (type == e.spelling) return dtype_from_name(e.dtype);
+  return std::nullopt;
+}
+
+std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given) {
+  const std::size_t n = signature.params.size();
+  return fmt::format("{}{} takes {} argument{}, {} given", kernel_name, signature.to_string(), n, n == 1 ? "" : "s", given);
+}
+
+void pack_argument(std::string_view kernel, const Signature& signature, std::size_t index, const ArgValue& v,
+                   ArgBuffer& out, PackResult& where) {
+  const Param& p = signature.params[index];
+  using K = ArgValue::Kind;
+  if (p.kind == Param::Kind::pointer) {
+    if (v.kind == K::null_pointer) {
+      put<void*>(out, index, p, nullptr);
+      return;
+    }
+    if (v.kind != K::array)
+      fail(ArgumentError::Kind::type, kernel, index, p,
+           fmt::format("got {}; a pointer parameter takes an array (or None for NULL); wrap raw addresses "
+                       "with jitbridge.from_ptr", describe(v)));
+    check_array(kernel, index, p, *v.array, p.is_const, p.type, where);
+    put<void*>(out, index, p, v.array->ptr());
+    return;
+  }
+  std::string element;
+  int rank = 0;
+  bool element_const = false;
+  if (tensor_view_type(p.type, element, rank, element_const)) {
+    if (v.kind != K::array)
+      fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; a tensor view takes an array", describe(v)));
+    const ArrayView& a = *v.array;
+    check_array(kernel, index, p, a, element_const, element, where);
+    if (a.ndim() != rank)
+      fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got a {}-d array; the view has rank {}", a.ndim(), rank));
+    const std::size_t want = 8 + 16 * static_cast<std::size_t>(rank);
+    if (p.size != want)
+      fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("unexpected tensor view layout ({} bytes)", p.size));
+    auto* slot = static_cast<unsigned char*>(out.slot(index, p.size, p.align));
+    void* data = a.ptr();
+    std::memcpy(slot, &data, 8);
+    std::memcpy(slot + 8, a.shape.data(), 8 * static_cast<std::size_t>(rank));
+    std::memcpy(slot + 8 + 8 * static_cast<std::size_t>(rank), a.strides.data(), 8 * static_cast<std::size_t>(rank));
+    return;
+  }
+  if (std::optional<Scalar> s = scalar_for(p.type)) {
+    if (v.kind == K::bytes) {
+      if (v.size != p.size)
+        fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes; the parameter has {}", v.size, p.size));
+      std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
+      return;
+    }
+    if (v.kind == K::array || v.kind == K::null_pointer)
+      fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes a scalar", describe(v), p.type));
+    pack_scalar(kernel, index, p, *s, v, out);
+    return;
+  }
+  // A struct (or any type without a scalar meaning) by value: its bytes, exactly.
+  if (v.kind != K::bytes)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("got {}; '{}' is passed by value: give bytes or a NumPy structured scalar of {} bytes", describe(v),
+                     p.type, p.size));
+  if (v.size != p.size)
+    fail(ArgumentError::Kind::value, kernel, index, p,
+         fmt::format("got {} bytes; '{}' has {} bytes", v.size, p.type, p.size));
+  std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
+}
+
+void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgBuffer& out, PackResult& where) {
+  Param p;
+  p.spelling = fmt::format("{} bytes", size);
+  p.size = size;
+  p.align = size >= 8 ? 8 : size;
+  using K = ArgValue::Kind;
+  const std::string_view kernel = "kernel";
+  switch (v.kind) {
+    case K::array:
+    case K::null_pointer: {
+      if (size != 8) fail(ArgumentError::Kind::type, kernel, index, p, "a pointer needs an 8-byte parameter");
+      void* ptr = nullptr;
+      if (v.kind == K::array) {
+        check_array(kernel, index, p, *v.array, true, "void", where);
+        ptr = v.array->ptr();
+      }
+      put(out, index, p, ptr);
+      return;
+    }
+    case K::bytes:
+      if (v.size != size) fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes", v.size));
+      std::memcpy(out.slot(index, size, p.align), v.data, size);
+      return;
+    case K::floating:
+      if (size == 4) return put(out, index, p, static_cast<float>(v.f));
+      if (size == 8) return put(out, index, p, v.f);
+      fail(ArgumentError::Kind::type, kernel, index, p, "a float needs a 4- or 8-byte parameter");
+    default: {
+      Scalar s{v.kind == K::unsigned_integer ? Scalar::unsigned_int : Scalar::signed_int, size};
+      if (v.kind == K::boolean) s = {Scalar::boolean, 1};
+      if (size != 1 && size != 2 && size != 4 && size != 8)
+        fail(ArgumentError::Kind::type, kernel, index, p, "an integer needs a 1-, 2-, 4- or 8-byte parameter");
+      p.type = "integer";
+      ArgValue as_int = v;
+      if (v.kind == K::boolean) as_int.kind = size == 1 ? K::boolean : K::signed_integer;
+      pack_scalar(kernel, index, p, s.kind == Scalar::boolean && size != 1 ? Scalar{Scalar::signed_int, size} : s, as_int, out);
+    }
+  }
+}
+
+std::size_t buffer_bytes(const Signature& signature) {
+  std::size_t total = 0;
+  for (const Param& p : signature.params) total += p.size + (p.align ? p.align : 1);
+  return total;
+}
+
+void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out) {
+  PackResult where;
+  if (!function.info() || !function.info()->signature) {
+    const std::vector<std::size_t>& sizes = function.param_sizes();
+    if (sizes.size() != n)
+      throw ArgumentError(ArgumentError::Kind::type,
+                          fmt::format("{} takes {} arguments, {} given", function.name(), sizes.size(), n));
+    std::size_t total = 0;
+    for (std::size_t s : sizes) total += s + 8;
+    out.reset(n, total);
+    for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], slots[i].value, out, where);
+  } else {
+    const Signature& sig = *function.info()->signature;
+    if (sig.params.size() != n)
+      throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
+    out.reset(n, buffer_bytes(sig));
+    for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, i, slots[i].value, out, where);
+  }
+  if (where.device >= 0 && where.device != device)
+    throw ArgumentError(ArgumentError::Kind::value,
+                        fmt::format("{}: the arrays are on cuda:{} but the launch is on cuda:{}", function.name(),
+                                    where.device, device));
+}
+
+}  // namespace jitbridge

@@ -1,0 +1,148 @@
+// launcher.cpp — checks a launch configuration against the device and launches through the driver.
+#include "jitbridge/launcher.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace jitbridge {
+namespace {
+
+constexpr std::size_t kDefaultSharedLimit = 48 * 1024;
+std::array<std::atomic<const char*>, 64> g_last_kernel{};
+
+[[noreturn]] void bad(const std::string& message) { throw LaunchConfigError(message); }
+
+void check_dims(const char* what, const Dim3& d, const int limit[3], const Device& device) {
+  const unsigned v[3] = {d.x, d.y, d.z};
+  const char* axis[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; ++i) {
+    if (v[i] == 0) bad(fmt::format("{}: {} is 0; every dimension must be at least 1", what, axis[i]));
+    if (v[i] > static_cast<unsigned>(limit[i]))
+      bad(fmt::format("{}: {} = {} exceeds cuda:{}'s limit of {}", what, axis[i], v[i], device.ordinal(), limit[i]));
+  }
+}
+
+bool is_fault(CUresult rc) {
+  return rc == CUDA_ERROR_ILLEGAL_ADDRESS || rc == CUDA_ERROR_LAUNCH_FAILED || rc == CUDA_ERROR_ILLEGAL_INSTRUCTION ||
+         rc == CUDA_ERROR_MISALIGNED_ADDRESS || rc == CUDA_ERROR_INVALID_ADDRESS_SPACE || rc == CUDA_ERROR_INVALID_PC ||
+         rc == CUDA_ERROR_HARDWARE_STACK_ERROR || rc == CUDA_ERROR_ASSERT || rc == CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+
+}  // namespace
+
+const char* last_launched_kernel(int ordinal) {
+  const char* name = g_last_kernel[static_cast<std::size_t>(ordinal) % g_last_kernel.size()].load(std::memory_order_relaxed);
+  return name ? name : "";
+}
+
+void validate_launch(const Function& function, const LaunchConfig& c, const Device& device) {
+  const DeviceLimits& l = device.limits();
+  check_dims("grid", c.grid, l.max_grid_dim, device);
+  check_dims("block", c.block, l.max_block_dim, device);
+  const unsigned long long threads = c.block.count();
+  if (threads > static_cast<unsigned long long>(l.max_threads_per_block))
+    bad(fmt::format("block: {} threads exceed cuda:{}'s limit of {} per block", threads, device.ordinal(),
+                    l.max_threads_per_block));
+  if (function.info() && function.info()->resources.known) {
+    // __launch_bounds__ and register use may lower the limit for this kernel.
+    const int kernel_max = function.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+    if (threads > static_cast<unsigned long long>(kernel_max))
+      bad(fmt::format("block: {} threads exceed {}'s limit of {} per block (its launch bounds and registers)", threads,
+                      function.name(), kernel_max));
+  }
+  if (c.shared_mem > 0 || c.cluster.x != 0) {
+    const std::size_t static_shared =
+        function.info() && function.info()->resources.known
+            ? function.info()->resources.shared_bytes
+            : static_cast<std::size_t>(function.attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, device));
+    const std::size_t total = static_shared + c.shared_mem;
+    if (total > static_cast<std::size_t>(l.max_shared_per_block_optin))
+      bad(fmt::format("shared_mem: {} bytes (plus {} static) exceed cuda:{}'s limit of {} bytes per block", c.shared_mem,
+                      static_shared, device.ordinal(), l.max_shared_per_block_optin));
+    if (total > kDefaultSharedLimit) function.allow_dynamic_shared(c.shared_mem, device);
+  }
+  if (c.cluster.x != 0) {
+    if (!l.cluster_launch) bad(fmt::format("cluster: cuda:{} cannot launch thread-block clusters", device.ordinal()));
+    const Dim3& k = c.cluster;
+    if (c.grid.x % k.x || c.grid.y % k.y || c.grid.z % k.z)
+      bad(fmt::format("cluster: ({}, {}, {}) does not divide the grid ({}, {}, {})", k.x, k.y, k.z, c.grid.x, c.grid.y,
+                      c.grid.z));
+    if (k.count() > 16)
+      bad(fmt::format("cluster: {} blocks exceed the largest cluster size (16 with non-portable sizes, 8 portable)", k.count()));
+  }
+  if (c.cooperative && !l.cooperative_launch)
+    bad(fmt::format("cooperative: cuda:{} cannot launch cooperative kernels", device.ordinal()));
+  if (c.programmatic_dependent && l.cc_major < 9)
+    bad(fmt::format("programmatic_dependent: needs compute capability 9.0; cuda:{} has {}.{}", device.ordinal(),
+                    l.cc_major, l.cc_minor));
+}
+
+void launch(const Function& function, const LaunchConfig& c, const Device& device, void** params) {
+  const DriverApi& api = driver();
+  device.make_current();
+  CUresult rc;
+  if (c.cluster.x == 0 && !c.cooperative && !c.programmatic_dependent) {
+    // A CUkernel launches as a CUfunction in the current context.
+    rc = api.cuLaunchKernel(reinterpret_cast<CUfunction>(function.handle()), c.grid.x, c.grid.y, c.grid.z, c.block.x,
+                            c.block.y, c.block.z, static_cast<unsigned>(c.shared_mem), c.stream, params, nullptr);
+  } else {
+    CUlaunchAttribute attrs[3];
+    unsigned n = 0;
+    if (c.cluster.x != 0) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = c.cluster.x;
+      attrs[n].value.clusterDim.y = c.cluster.y;
+      attrs[n].value.clusterDim.z = c.cluster.z;
+      ++n;
+    }
+    if (c.cooperative) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[n].value.cooperative = 1;
+      ++n;
+    }
+    if (c.programmatic_dependent) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n].value.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = c.grid.x;
+    cfg.gridDimY = c.grid.y;
+    cfg.gridDimZ = c.grid.z;
+    cfg.blockDimX = c.block.x;
+    cfg.blockDimY = c.block.y;
+    cfg.blockDimZ = c.block.z;
+    cfg.sharedMemBytes = static_cast<unsigned>(c.shared_mem);
+    cfg.hStream = c.stream;
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
+    rc = api.cuLaunchKernelEx(&cfg, reinterpret_cast<CUfunction>(function.handle()), params, nullptr);
+  }
+  auto& last = g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()];
+  if (rc == CUDA_SUCCESS) {
+    last.store(function.interned_name(), std::memory_order_relaxed);
+    return;
+  }
+  const char* name = nullptr;
+  const char* text = nullptr;
+  api.cuGetErrorName(rc, &name);
+  api.cuGetErrorString(rc, &text);
+  if (is_fault(rc)) {
+    const char* previous = last.load(std::memory_order_relaxed);
+    throw LaunchError(fmt::format("launching {} on cuda:{}: an earlier kernel faulted ({}: {}); the kernel launched last "
+                                  "there was '{}'. The device's context is now unusable: restart the process",
+                                  function.name(), device.ordinal(), name ? name : "?", text ? text : "",
+                                  previous ? previous : "unknown"),
+                      rc);
+  }
+  if (rc == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    throw LaunchError(fmt::format("launching {} on cuda:{}: a cooperative grid of {} blocks cannot be resident at once",
+                                  function.name(), device.ordinal(), c.grid.count()),
+                      rc);
+  throw LaunchError(fmt::format("launching {} on cuda:{} failed: {} ({})", function.name(), device.ordinal(),
+                                name ? name : "?", text ? text : ""),
+                    rc);
+}
+
+}  // namespace jitbridge

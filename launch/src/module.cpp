@@ -1,0 +1,143 @@
+// module.cpp — loading binaries with cuLibraryLoadData and looking up kernels and globals.
+#include "jitbridge/module.hpp"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <set>
+#include <stdexcept>
+
+namespace jitbridge {
+namespace {
+
+const char* intern(const std::string& name) {
+  static std::mutex mutex;
+  static auto* names = new std::set<std::string>();  // never freed: names outlive every module
+  std::lock_guard<std::mutex> lock(mutex);
+  return names->insert(name).first->c_str();
+}
+
+}  // namespace
+
+std::shared_ptr<Module> Module::from_program(std::shared_ptr<const Program> program) {
+  std::shared_ptr<Module> m(new Module());
+  m->program_ = std::move(program);
+  m->image_ = m->program_->cubin.empty() ? m->program_->ptx : m->program_->cubin;
+  if (m->image_.empty()) throw std::invalid_argument("the program has neither a cubin nor PTX to load");
+  check(driver().cuLibraryLoadData(&m->library_, m->image_.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        "cuLibraryLoadData");
+  return m;
+}
+
+std::shared_ptr<Module> Module::from_image(std::string image) {
+  std::shared_ptr<Module> m(new Module());
+  m->image_ = std::move(image);
+  if (m->image_.empty()) throw std::invalid_argument("the image is empty");
+  // PTX must be NUL-terminated text; cubin and fatbin are read by their headers.
+  if (m->image_.back() != '\0') m->image_.push_back('\0');
+  check(driver().cuLibraryLoadData(&m->library_, m->image_.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        "cuLibraryLoadData");
+  return m;
+}
+
+Module::~Module() {
+  if (library_) {
+    if (const DriverApi* api = try_driver()) api->cuLibraryUnload(library_);
+  }
+}
+
+std::vector<std::string> Module::kernel_names() const {
+  std::vector<std::string> out;
+  if (program_) {
+    for (const Kernel& k : program_->kernels) out.push_back(k.name);
+    return out;
+  }
+  const DriverApi& api = driver();
+  unsigned count = 0;
+  if (!api.cuLibraryGetKernelCount || api.cuLibraryGetKernelCount(&count, library_) != CUDA_SUCCESS) return out;
+  std::vector<CUkernel> kernels(count);
+  if (api.cuLibraryEnumerateKernels(kernels.data(), count, library_) != CUDA_SUCCESS) return out;
+  for (CUkernel k : kernels) {
+    const char* name = nullptr;
+    if (api.cuKernelGetName(&name, k) == CUDA_SUCCESS && name) out.emplace_back(name);
+  }
+  return out;
+}
+
+std::shared_ptr<Function> Module::function(std::string_view name) const {
+  const Kernel* info = nullptr;
+  std::string symbol(name);
+  if (program_) {
+    info = program_->find_kernel(name);
+    if (!info) {
+      std::string names;
+      for (const Kernel& k : program_->kernels) names += (names.empty() ? "" : ", ") + k.name;
+      throw std::out_of_range(fmt::format("no kernel '{}' in this module; it has: {}", name, names.empty() ? "none" : names));
+    }
+    symbol = info->lowered_name;
+  }
+  CUkernel kernel = nullptr;
+  CUresult rc = driver().cuLibraryGetKernel(&kernel, library_, symbol.c_str());
+  if (rc == CUDA_ERROR_NOT_FOUND || rc == CUDA_ERROR_INVALID_VALUE) {
+    std::string names;
+    for (const std::string& n : kernel_names()) names += (names.empty() ? "" : ", ") + n;
+    throw std::out_of_range(fmt::format("no kernel '{}' in this module; it has: {}", name, names.empty() ? "none" : names));
+  }
+  check(rc, "cuLibraryGetKernel");
+  return std::make_shared<Function>(shared_from_this(), kernel, info ? info->name : symbol, info);
+}
+
+std::pair<CUdeviceptr, std::size_t> Module::global(std::string_view name, const Device& device) const {
+  std::string symbol(name);
+  if (program_) {
+    for (const auto& [expr, lowered] : program_->lowered_names)
+      if (expr == name && !lowered.empty()) symbol = lowered;
+  }
+  ContextGuard guard(device);
+  CUdeviceptr ptr = 0;
+  std::size_t size = 0;
+  CUresult rc = driver().cuLibraryGetGlobal(&ptr, &size, library_, symbol.c_str());
+  if (rc == CUDA_ERROR_NOT_FOUND || rc == CUDA_ERROR_INVALID_VALUE)
+    throw std::out_of_range(fmt::format("no __device__ or __constant__ variable '{}' in this module", name));
+  check(rc, "cuLibraryGetGlobal");
+  return {ptr, size};
+}
+
+Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info)
+    : module_(std::move(module)), kernel_(kernel), name_(std::move(name)), interned_(intern(name_)), info_(info) {}
+
+int Function::attribute(CUfunction_attribute attribute, const Device& device) const {
+  int value = 0;
+  check(driver().cuKernelGetAttribute(&value, attribute, kernel_, device.handle()), "cuKernelGetAttribute");
+  return value;
+}
+
+const std::vector<std::size_t>& Function::param_sizes() const {
+  if (param_sizes_known_) return param_sizes_;
+  const DriverApi& api = driver();
+  if (!api.cuKernelGetParamInfo)
+    throw std::runtime_error("this CUDA driver cannot describe kernel parameters (cuKernelGetParamInfo); "
+                             "compile from source to get checked launches");
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0;; ++i) {
+    std::size_t offset = 0, size = 0;
+    CUresult rc = api.cuKernelGetParamInfo(kernel_, i, &offset, &size);
+    if (rc == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    check(rc, "cuKernelGetParamInfo");
+    sizes.push_back(size);
+  }
+  param_sizes_ = std::move(sizes);
+  param_sizes_known_ = true;
+  return param_sizes_;
+}
+
+void Function::allow_dynamic_shared(std::size_t bytes, const Device& device) const {
+  auto& allowed = shared_allowed_[static_cast<std::size_t>(device.ordinal()) % shared_allowed_.size()];
+  if (bytes <= allowed.load(std::memory_order_relaxed)) return;
+  check(driver().cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes),
+                                      kernel_, device.handle()),
+        "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  allowed.store(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace jitbridge

@@ -1,0 +1,201 @@
+// test_arguments.cpp — argument packing and every checking error, against real compiled signatures (no GPU needed).
+#include <catch2/catch.hpp>
+#include <cuda_fp16.h>
+
+#include <cstring>
+
+#include "jitbridge/arguments.hpp"
+#include "jitbridge/cache.hpp"
+
+using namespace jitbridge;
+
+namespace {
+
+const Signature& signature_of(const char* source, const char* kernel) {
+  static Cache cache(CacheConfig{false, "", 1 << 20});
+  CompileOptions o;
+  o.arch = "sm_90";
+  static std::vector<std::shared_ptr<const Program>> keep;
+  keep.push_back(compile(source, o, &cache));
+  const Kernel* k = keep.back()->find_kernel(kernel);
+  REQUIRE(k);
+  REQUIRE(k->signature);
+  return *k->signature;
+}
+
+const char* const kSource = R"(
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+struct Params { double scale; int n; };
+extern "C" __global__ void k(const float* a, float* b, int n, unsigned char u, bool flag, float f, double d,
+                             __half h, __nv_bfloat16 bf, Params p, void* raw, long long big) {}
+)";
+
+ArrayView device_array(const char* dtype, bool readonly = false, int device = 0) {
+  ArrayView v;
+  v.data = reinterpret_cast<void*>(0x7f0000001000);
+  v.device = {kDLCUDA, device};
+  v.dtype = *dtype_from_name(dtype);
+  std::int64_t shape[1] = {16};
+  v.shape.assign(shape, 1);
+  v.strides = contiguous_strides(v.shape);
+  v.readonly = readonly;
+  return v;
+}
+
+ArgValue array(const ArrayView& v) { return ArgValue{ArgValue::Kind::array, &v}; }
+ArgValue integer(std::int64_t i) {
+  ArgValue v{ArgValue::Kind::signed_integer};
+  v.i = i;
+  v.python_type = "int";
+  return v;
+}
+ArgValue real(double f) {
+  ArgValue v{ArgValue::Kind::floating};
+  v.f = f;
+  v.python_type = "float";
+  return v;
+}
+ArgValue boolean(bool b) {
+  ArgValue v{ArgValue::Kind::boolean};
+  v.i = b;
+  v.python_type = "bool";
+  return v;
+}
+ArgValue bytes(const void* p, std::size_t n) {
+  ArgValue v{ArgValue::Kind::bytes};
+  v.data = p;
+  v.size = n;
+  return v;
+}
+
+// Packs one argument into position `i` and returns the bytes written.
+std::string pack_one(const Signature& sig, std::size_t i, const ArgValue& v, PackResult* where = nullptr) {
+  ArgBuffer buf;
+  buf.reset(sig.params.size(), buffer_bytes(sig));
+  PackResult local;
+  pack_argument("k", sig, i, v, buf, where ? *where : local);
+  return std::string(static_cast<const char*>(buf.pointers()[i]), sig.params[i].size);
+}
+
+template <class T>
+T as(const std::string& b) {
+  T v;
+  REQUIRE(b.size() == sizeof(T));
+  std::memcpy(&v, b.data(), sizeof v);
+  return v;
+}
+
+ArgumentError::Kind error_kind(const Signature& sig, std::size_t i, const ArgValue& v) {
+  try {
+    pack_one(sig, i, v);
+  } catch (const ArgumentError& e) {
+    return e.kind();
+  }
+  FAIL("no ArgumentError");
+  return ArgumentError::Kind::value;
+}
+
+}  // namespace
+
+TEST_CASE("packing writes each parameter as the kernel declares it") {
+  const Signature& sig = signature_of(kSource, "k");
+  REQUIRE(sig.params.size() == 12);
+  ArrayView a = device_array("float32", true), b = device_array("float32");
+  CHECK(as<void*>(pack_one(sig, 0, array(a))) == a.ptr());
+  CHECK(as<void*>(pack_one(sig, 1, array(b))) == b.ptr());
+  CHECK(as<std::int32_t>(pack_one(sig, 2, integer(-7))) == -7);
+  CHECK(as<std::uint8_t>(pack_one(sig, 3, integer(255))) == 255);
+  CHECK(as<std::uint8_t>(pack_one(sig, 4, boolean(true))) == 1);
+  CHECK(as<float>(pack_one(sig, 5, real(1.5))) == 1.5f);
+  CHECK(as<float>(pack_one(sig, 5, integer(3))) == 3.0f);  // ints go into float parameters
+  CHECK(as<double>(pack_one(sig, 6, real(0.1))) == 0.1);
+  CHECK(__half2float(as<__half>(pack_one(sig, 7, real(2.5)))) == 2.5f);
+  CHECK(as<std::uint16_t>(pack_one(sig, 8, real(1.0))) == 0x3f80);  // bfloat16 1.0
+  struct { double scale; int n; int pad; } params{2.0, 5, 0};
+  CHECK(pack_one(sig, 9, bytes(&params, 16)) == std::string(reinterpret_cast<char*>(&params), 16));
+  ArrayView any = device_array("int8");
+  CHECK(as<void*>(pack_one(sig, 10, array(any))) == any.ptr());  // void* takes any dtype
+  CHECK(as<void*>(pack_one(sig, 10, ArgValue{ArgValue::Kind::null_pointer})) == nullptr);
+  CHECK(as<std::int64_t>(pack_one(sig, 11, integer(1ll << 40))) == (1ll << 40));
+}
+
+TEST_CASE("packing refuses what does not fit, naming kernel, argument and reason") {
+  const Signature& sig = signature_of(kSource, "k");
+  ArrayView f32 = device_array("float32"), f64 = device_array("float64"), ro = device_array("float32", true);
+  CHECK(error_kind(sig, 1, array(f64)) == ArgumentError::Kind::type);
+  CHECK_THROWS_WITH(pack_one(sig, 1, array(f64)),
+                    Catch::Contains("k: argument 1 (float*)") && Catch::Contains("got a float64 array; 'float*' takes float32"));
+  CHECK(error_kind(sig, 1, array(ro)) == ArgumentError::Kind::value);
+  CHECK_THROWS_WITH(pack_one(sig, 1, array(ro)), Catch::Contains("read-only"));
+  CHECK(error_kind(sig, 2, integer(1ll << 40)) == ArgumentError::Kind::overflow);
+  CHECK_THROWS_WITH(pack_one(sig, 2, integer(1ll << 40)), Catch::Contains("1099511627776 does not fit in 'int'"));
+  CHECK(error_kind(sig, 2, real(1.5)) == ArgumentError::Kind::type);
+  CHECK(error_kind(sig, 3, integer(256)) == ArgumentError::Kind::overflow);
+  CHECK(error_kind(sig, 3, integer(-1)) == ArgumentError::Kind::overflow);
+  CHECK(error_kind(sig, 4, integer(1)) == ArgumentError::Kind::type);
+  CHECK(error_kind(sig, 5, real(1e300)) == ArgumentError::Kind::overflow);
+  CHECK(error_kind(sig, 7, real(70000.0)) == ArgumentError::Kind::overflow);
+  CHECK(error_kind(sig, 0, integer(0x1000)) == ArgumentError::Kind::type);  // an int is not a pointer
+  CHECK_THROWS_WITH(pack_one(sig, 0, integer(0x1000)), Catch::Contains("jitbridge.from_ptr"));
+  CHECK(error_kind(sig, 2, array(f32)) == ArgumentError::Kind::type);
+  int four = 4;
+  CHECK(error_kind(sig, 9, bytes(&four, 4)) == ArgumentError::Kind::value);
+  CHECK(error_kind(sig, 9, integer(1)) == ArgumentError::Kind::type);
+  CHECK_THROWS_WITH(pack_one(sig, 9, integer(1)), Catch::Contains("'Params' is passed by value"));
+}
+
+TEST_CASE("packing refuses host memory and arrays on different devices") {
+  const Signature& sig = signature_of(kSource, "k");
+  ArrayView host = device_array("float32");
+  host.device = {kDLCPU, 0};
+  CHECK_THROWS_WITH(pack_one(sig, 1, array(host)), Catch::Contains("cpu memory"));
+  ArrayView on0 = device_array("float32", false, 0), on1 = device_array("float32", false, 1);
+  ArgBuffer buf;
+  buf.reset(sig.params.size(), buffer_bytes(sig));
+  PackResult where;
+  pack_argument("k", sig, 0, array(on0), buf, where);
+  CHECK(where.device == 0);
+  CHECK_THROWS_WITH(pack_argument("k", sig, 1, array(on1), buf, where),
+                    Catch::Contains("on cuda:1 but argument 0 is on cuda:0"));
+}
+
+TEST_CASE("arity messages quote the signature") {
+  const Signature& sig = signature_of("extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int n) {}",
+                                      "saxpy");
+  CHECK(arity_message("saxpy", sig, 3) == "saxpy(float, float const*, float*, int) takes 4 arguments, 3 given");
+}
+
+TEST_CASE("tensor views are filled from arrays") {
+  const char* src = R"(
+namespace jitbridge { template <class T, int N> struct Tensor { T* data; long long shape[N]; long long strides[N]; }; }
+extern "C" __global__ void t(jitbridge::Tensor<const float, 2> in, jitbridge::Tensor<float, 2> out) {}
+)";
+  const Signature& sig = signature_of(src, "t");
+  REQUIRE(sig.params.size() == 2);
+  CHECK(sig.params[0].size == 40);
+  ArrayView v = device_array("float32", true);
+  std::int64_t shape[2] = {3, 4}, strides[2] = {1, 3};
+  v.shape.assign(shape, 2);
+  v.strides.assign(strides, 2);
+  std::string packed = pack_one(sig, 0, array(v));
+  std::int64_t got[5];
+  std::memcpy(got, packed.data(), 40);
+  CHECK(reinterpret_cast<void*>(got[0]) == v.ptr());
+  CHECK(got[1] == 3);
+  CHECK(got[2] == 4);
+  CHECK(got[3] == 1);
+  CHECK(got[4] == 3);
+  CHECK_THROWS_WITH(pack_one(sig, 1, array(v)), Catch::Contains("read-only"));
+  ArrayView one_d = device_array("float32");
+  CHECK_THROWS_WITH(pack_one(sig, 1, array(one_d)), Catch::Contains("got a 1-d array; the view has rank 2"));
+}
+
+TEST_CASE("pointee types map to dtypes") {
+  CHECK(dtype_name(*dtype_for_pointee("__half")) == "float16");
+  CHECK(dtype_name(*dtype_for_pointee("__nv_bfloat16")) == "bfloat16");
+  CHECK(dtype_name(*dtype_for_pointee("unsigned long long")) == "uint64");
+  CHECK(dtype_name(*dtype_for_pointee("float2")) == "complex64");
+  CHECK_FALSE(dtype_for_pointee("void"));
+  CHECK_FALSE(dtype_for_pointee("Params"));
+}
