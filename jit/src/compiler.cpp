@@ -258,9 +258,27 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   return program;
 }
 
+// `options` plus jitbridge's device headers that the source names and the caller did not give.
+const CompileOptions& with_device_headers(std::string_view source, const CompileOptions& options,
+                                          CompileOptions& storage) {
+  const CompileOptions* out = &options;
+  for (const Header& h : detail::builtin_device_headers()) {
+    if (source.find(h.name) == std::string_view::npos) continue;
+    bool given = false;
+    for (const Header& mine : out->headers) given = given || mine.name == h.name;
+    if (given) continue;
+    if (out == &options) storage = options;
+    storage.headers.push_back(h);
+    out = &storage;
+  }
+  return *out;
+}
+
 }  // namespace
 
-std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& options, Cache* cache) {
+std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& given, Cache* cache) {
+  CompileOptions storage;
+  const CompileOptions& options = with_device_headers(source, given, storage);
   Cache& c = cache ? *cache : Cache::global();
   std::string arch = options.arch;
   const std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);

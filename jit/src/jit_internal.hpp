@@ -92,6 +92,11 @@ std::string_view text_between(std::string_view line, std::string_view open, std:
 // The whole file; false when it cannot be read.
 bool read_file(const std::string& path, std::string& out);
 
+// ---- device_headers.cpp (generated) ------------------------------------------------------
+// jitbridge's own device headers (jitbridge/tensor.cuh), added as in-memory headers to every
+// compile whose source names them and that does not bring its own.
+const std::vector<Header>& builtin_device_headers();
+
 // ---- options.cpp ---------------------------------------------------------------------------
 // Validates "sm_90", "sm_90a", "compute_90", "sm_100f"; throws std::invalid_argument.
 void validate_arch(const std::string& arch);

@@ -199,3 +199,27 @@ TEST_CASE("pointee types map to dtypes") {
   CHECK_FALSE(dtype_for_pointee("void"));
   CHECK_FALSE(dtype_for_pointee("Params"));
 }
+
+TEST_CASE("jitbridge/tensor.cuh is provided to NVRTC and its views are packed") {
+  const char* src = R"(
+#include <jitbridge/tensor.cuh>
+extern "C" __global__ void transpose(jitbridge::Tensor<const float, 2> in, jitbridge::Tensor<float, 2> out) {
+  long long i = blockIdx.x, j = threadIdx.x;
+  if (i < in.shape[0] && j < in.shape[1]) out(j, i) = in(i, j) + in.flat(0) * 0.0f;
+})";
+  const Signature& sig = signature_of(src, "transpose");
+  CHECK(sig.to_string() == "(jitbridge::Tensor<float const, 2>, jitbridge::Tensor<float, 2>)");
+  ArrayView v = device_array("float32");
+  std::int64_t shape[2] = {2, 8}, strides[2] = {8, 1};
+  v.shape.assign(shape, 2);
+  v.strides.assign(strides, 2);
+  std::string packed = pack_one(sig, 1, array(v));
+  std::int64_t got[5];
+  std::memcpy(got, packed.data(), 40);
+  CHECK(got[1] == 2);
+  CHECK(got[4] == 1);
+  ArrayView wrong = device_array("float64");
+  wrong.shape.assign(shape, 2);
+  wrong.strides.assign(strides, 2);
+  CHECK_THROWS_WITH(pack_one(sig, 1, array(wrong)), Catch::Contains("'float*' takes float32"));
+}
