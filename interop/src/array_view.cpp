@@ -91,26 +91,23 @@ ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<v
   return v;
 }
 
-ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std::int64_t>& shape,
-                        const std::optional<std::vector<std::int64_t>>& strides_bytes, std::string_view typestr,
-                        DLDevice device, std::shared_ptr<void> owner, std::string_view arg) {
+ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
+                        const std::int64_t* strides_bytes, std::string_view typestr, DLDevice device,
+                        std::shared_ptr<void> owner, std::string_view arg) {
   ArrayView v;
   v.dtype = dtype_from_typestr(typestr, arg);
   v.data = reinterpret_cast<void*>(ptr);
   v.device = device;
   v.readonly = readonly;
-  v.shape.assign(shape.data(), shape.size());
+  v.shape.assign(shape, ndim);
   if (strides_bytes) {
-    if (strides_bytes->size() != shape.size())
-      fail(InteropError::Kind::value, arg,
-           fmt::format("strides has {} entries for {} dimensions", strides_bytes->size(), shape.size()));
     const std::int64_t item = static_cast<std::int64_t>(itemsize(v.dtype));
-    v.strides.resize(shape.size());
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      if ((*strides_bytes)[i] % item != 0)
+    v.strides.resize(ndim);
+    for (std::size_t i = 0; i < ndim; ++i) {
+      if (strides_bytes[i] % item != 0)
         fail(InteropError::Kind::value, arg,
-             fmt::format("strides[{}] = {} bytes is not a multiple of the item size {}", i, (*strides_bytes)[i], item));
-      v.strides[i] = (*strides_bytes)[i] / item;
+             fmt::format("strides[{}] = {} bytes is not a multiple of the item size {}", i, strides_bytes[i], item));
+      v.strides[i] = strides_bytes[i] / item;
     }
   } else {
     v.strides = contiguous_strides(v.shape);
@@ -119,6 +116,16 @@ ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std
   if (ptr == 0 && v.size() != 0) fail(InteropError::Kind::value, arg, "data pointer is 0 but the array is not empty");
   v.owner = std::move(owner);
   return v;
+}
+
+ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std::int64_t>& shape,
+                        const std::optional<std::vector<std::int64_t>>& strides_bytes, std::string_view typestr,
+                        DLDevice device, std::shared_ptr<void> owner, std::string_view arg) {
+  if (strides_bytes && strides_bytes->size() != shape.size())
+    fail(InteropError::Kind::value, arg,
+         fmt::format("strides has {} entries for {} dimensions", strides_bytes->size(), shape.size()));
+  return view_from_cai(ptr, readonly, shape.data(), shape.size(), strides_bytes ? strides_bytes->data() : nullptr,
+                       typestr, device, std::move(owner), arg);
 }
 
 namespace {

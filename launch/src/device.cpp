@@ -35,9 +35,9 @@ const Device& Device::get(int ordinal) {
     std::lock_guard<std::mutex> lock(mutex);
     if (known < 0) {
       known = count();
-      if (known == 0) driver();  // throws NoDriverError with the reason when there is no driver
       devices->resize(static_cast<std::size_t>(known));
     }
+    if (known == 0) driver();  // throws NoDriverError with the reason when there is no driver
     if (ordinal < 0 || ordinal >= known)
       throw std::out_of_range(fmt::format("device {} does not exist (this machine has {} CUDA device{})", ordinal,
                                           known, known == 1 ? "" : "s"));

@@ -10,11 +10,17 @@ Compiled programs are cached in memory and on disk ($JITBRIDGE_CACHE_DIR, else
 ~/.cache/jitbridge); see cache_info() and cache_clear(). Errors in the source raise CompileError,
 whose str() points at the offending line. ``python -m jitbridge --help`` lists the command line
 (compile a file, manage the cache, check the setup).
+
+Arrays from any framework: as_array(x) gives a jitbridge.ArrayView (pointer, shape, strides in
+elements, dtype, device) through the DLPack exchange API, __dlpack__ or __cuda_array_interface__;
+empty / zeros / empty_like allocate outputs (jitbridge.Tensor, or the framework's own array type
+where it has the DLPack exchange API) that torch, CuPy, JAX and Numba take without a copy.
 """
 
 from ._core import (
     CompileError,
     DriverError,
+    LaunchError,
     Kernel,
     NoDriverError,
     NvrtcError,
@@ -28,13 +34,16 @@ from ._core import (
     default_arch,
     driver_info,
     nvrtc_version,
+    synchronize,
     toolkit_include_dirs,
 )
+from ._core import ArrayView, Tensor, as_array, empty, empty_like, from_ptr, zeros
+from ._kernels import RawKernel, RawModule
 
 __version__ = "0.1.0"
 
 # Show the compiled classes as jitbridge.Program & co. (help(), reprs of the types).
-for _cls in (Program, Kernel, Signature, Param, Resources):
+for _cls in (Program, Kernel, Signature, Param, Resources, ArrayView, Tensor):
     _cls.__module__ = __name__
 del _cls
 
@@ -55,4 +64,15 @@ __all__ = [
     "default_arch",
     "toolkit_include_dirs",
     "driver_info",
+    "RawKernel",
+    "RawModule",
+    "LaunchError",
+    "synchronize",
+    "as_array",
+    "from_ptr",
+    "ArrayView",
+    "Tensor",
+    "empty",
+    "zeros",
+    "empty_like",
 ]

@@ -1,6 +1,6 @@
 """jitbridge's exception classes; the compiled core raises them (see python/src/errors.cpp)."""
 
-__all__ = ["CompileError", "NvrtcError", "NoDriverError", "DriverError"]
+__all__ = ["CompileError", "NvrtcError", "NoDriverError", "DriverError", "LaunchError"]
 
 
 class CompileError(RuntimeError):
@@ -47,6 +47,22 @@ class NoDriverError(RuntimeError):
 
 class DriverError(RuntimeError):
     """A CUDA driver call failed; ``code`` is its CUresult (an int)."""
+
+    __module__ = "jitbridge"
+
+    def __init__(self, what="", *, code=None):
+        super().__init__(what)
+        self.code = code
+
+
+class LaunchError(RuntimeError):
+    """A kernel launch failed, or an earlier kernel faulted and the driver reported it now.
+
+    The message names the kernel being launched and, for a fault (an illegal address, say), the
+    kernel launched last on that device. After a fault the device's CUDA context is unusable:
+    every later CUDA call in the process fails, in jitbridge and in PyTorch or CuPy alike, and the
+    process must be restarted. ``code`` is the CUresult (an int).
+    """
 
     __module__ = "jitbridge"
 

@@ -38,5 +38,6 @@ void bind_compile(py::module_& m);      // compile.cpp
 void bind_cache(py::module_& m);        // cache.cpp
 void bind_environment(py::module_& m);  // environment.cpp
 void install_warning_handler();         // warnings.cpp
+void bind_kernels(py::module_& m);      // kernels.cpp
 
 }  // namespace jitbridge::python

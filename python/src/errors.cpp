@@ -3,12 +3,13 @@
 
 #include "bindings.hpp"
 #include "jitbridge/driver.hpp"
+#include "jitbridge/launcher.hpp"
 
 namespace jitbridge::python {
 namespace {
 
 struct ErrorClasses {
-  py::object compile_error, nvrtc_error, no_driver_error, driver_error;
+  py::object compile_error, nvrtc_error, no_driver_error, driver_error, launch_error;
 };
 
 // Imported once, at module import, and kept for the life of the process (never destroyed, so
@@ -19,7 +20,8 @@ const ErrorClasses& error_classes() {
       .call_once_and_store_result([] {
         py::module_ errors = py::module_::import("jitbridge._errors");
         return ErrorClasses{errors.attr("CompileError"), errors.attr("NvrtcError"),
-                            errors.attr("NoDriverError"), errors.attr("DriverError")};
+                            errors.attr("NoDriverError"), errors.attr("DriverError"),
+                            errors.attr("LaunchError")};
       })
       .get_stored();
 }
@@ -76,6 +78,7 @@ void bind_errors(py::module_& m) {
   m.attr("NvrtcError") = classes.nvrtc_error;
   m.attr("NoDriverError") = classes.no_driver_error;
   m.attr("DriverError") = classes.driver_error;
+  m.attr("LaunchError") = classes.launch_error;
 
   // std::invalid_argument -> ValueError and std::out_of_range -> IndexError stay pybind11's.
   py::register_local_exception_translator([](std::exception_ptr p) {
@@ -87,6 +90,23 @@ void bind_errors(py::module_& m) {
       raise_simple(error_classes().nvrtc_error, e);
     } catch (const NoDriverError& e) {
       raise_simple(error_classes().no_driver_error, e);
+    } catch (const LaunchError& e) {
+      py::dict kw;
+      kw["code"] = static_cast<int>(e.code());
+      raise_simple(error_classes().launch_error, e, std::move(kw));
+    } catch (const LaunchConfigError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const ArgumentError& e) {
+      PyErr_SetString(e.kind() == ArgumentError::Kind::type       ? PyExc_TypeError
+                      : e.kind() == ArgumentError::Kind::overflow ? PyExc_OverflowError
+                                                                  : PyExc_ValueError,
+                      e.what());
+    } catch (const InteropError& e) {
+      PyErr_SetString(e.kind() == InteropError::Kind::type       ? PyExc_TypeError
+                      : e.kind() == InteropError::Kind::buffer   ? PyExc_BufferError
+                      : e.kind() == InteropError::Kind::overflow ? PyExc_OverflowError
+                                                                 : PyExc_ValueError,
+                      e.what());
     } catch (const DriverError& e) {
       py::dict kw;
       kw["code"] = static_cast<int>(e.code());

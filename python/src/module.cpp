@@ -1,4 +1,5 @@
 // module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
+#include "arrays.hpp"
 #include "bindings.hpp"
 
 namespace jitbridge::python {
@@ -24,5 +25,8 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_compile(m);
   jp::bind_cache(m);
   jp::bind_environment(m);
+  jp::bind_arrays(m);
+  jp::bind_tensors(m);
+  jp::bind_kernels(m);
   jp::install_warning_handler();
 }

@@ -138,3 +138,12 @@ def cli(cache_dir, tmp_path):
                               env=package_env(cache_dir, **env), capture_output=True, text=True, timeout=300)
 
     return run
+
+
+@pytest.fixture
+def gpu_absent_reason():
+    """For tests of the no-driver behaviour: the reason there is no GPU; skipped where one is present."""
+    reason = gpu_missing_reason()
+    if reason is None:
+        pytest.skip("a GPU is present: the no-driver behaviour cannot be observed here")
+    return reason

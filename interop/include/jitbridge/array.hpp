@@ -104,6 +104,11 @@ ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std
                         const std::optional<std::vector<std::int64_t>>& strides_bytes,
                         std::string_view typestr, DLDevice device, std::shared_ptr<void> owner,
                         std::string_view arg);
+// The same over raw arrays (no allocation for up to 8 dimensions): `shape` has `ndim` entries;
+// `strides_bytes` is NULL for C-contiguous data, else `ndim` byte strides.
+ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
+                        const std::int64_t* strides_bytes, std::string_view typestr, DLDevice device,
+                        std::shared_ptr<void> owner, std::string_view arg);
 
 // Views that take ownership of a DLPack managed tensor: its deleter runs exactly once, when the
 // last copy of the view lets go (or at once, before the throw, if the tensor is refused).

@@ -1,0 +1,118 @@
+"""bench_interop.py — the cost of getting arrays in and out of jitbridge, side by side with what the frameworks
+pay for the same exchange in the same run: views of torch tensors (DLPack exchange API; the C++ loop the launcher
+uses and the Python call), CuPy/Numba arrays (after the first of their type), a precomputed
+__cuda_array_interface__, and allocating an output and handing it to torch.from_dlpack. Prints a table.
+Needs a GPU, torch and CuPy (Numba optional); exits 0 with a message otherwise."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _table import build_dir, fmt_us, median_us, print_table  # noqa: E402
+
+try:
+    import jitbridge  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(build_dir(), "python"))
+
+import numpy as np  # noqa: E402
+
+
+def skip(why):
+    print(f"bench_interop: skipped ({why})")
+    sys.exit(0)
+
+
+def main():
+    try:
+        import jitbridge
+        from jitbridge import _core
+    except ImportError as e:
+        skip(f"jitbridge is not built: {e}")
+    info = jitbridge.driver_info()
+    if not info["found"] or not info["devices"]:
+        skip(f"no GPU: {info['reason'] or 'the driver sees no device'}")
+    try:
+        import torch
+    except ImportError:
+        skip("torch is not installed")
+    try:
+        import cupy as cp
+    except ImportError:
+        skip("CuPy is not installed")
+    if not torch.cuda.is_available():
+        skip("torch sees no GPU")
+    numba_cuda = None
+    try:
+        if not hasattr(np, "row_stack"):
+            np.row_stack = np.vstack  # numba still names it
+        from numba import cuda as numba_cuda
+    except Exception:  # noqa: BLE001  (an optional comparison)
+        numba_cuda = None
+
+    x = torch.randn(256, 256, device="cuda")
+    c = cp.random.standard_normal((256, 256), dtype=cp.float32)
+    torch.cuda.synchronize()
+    exchange = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+    rows = []
+
+    def add(what, us, goal=None, note=""):
+        rows.append([what, fmt_us(us), fmt_us(goal) if goal else "", note])
+
+    # Views of a torch tensor.
+    cpp_ns = min(_core._bench_view(x, 200_000) for _ in range(7))
+    add("view torch tensor, C++ loop (launcher path)", cpp_ns / 1000, 0.1,
+        "exchange API" if exchange else "no exchange API in this torch: __dlpack__")
+    class Fixed:  # a synthetic exchange-API producer that costs nothing: jitbridge's own share
+        pass
+
+    Fixed.__dlpack_c_exchange_api__ = _core._testing_exchange_api(fixed=True, stream=0)
+    add("  of which jitbridge (synthetic producer), C++ loop",
+        min(_core._bench_view(Fixed(), 200_000) for _ in range(7)) / 1000, 0.1)
+    add("jitbridge.as_array(torch tensor)", median_us(lambda: jitbridge.as_array(x), number=20_000),
+        None, "Python call + ArrayView object")
+
+    # CAI: a precomputed dict (jitbridge's own parsing cost), then real producers.
+    class Iface:
+        __cuda_array_interface__ = dict(c.__cuda_array_interface__)
+
+    iface = Iface()
+    jitbridge.as_array(iface)  # the first of its type picks the adapter
+    add("view CAI object (precomputed dict), C++ loop", min(_core._bench_view(iface, 200_000) for _ in range(5)) / 1000,
+        1.0, "jitbridge's CAI parsing")
+    add("jitbridge.as_array(CAI object)", median_us(lambda: jitbridge.as_array(iface), number=20_000), 1.0)
+    jitbridge.as_array(c)
+    add("jitbridge.as_array(cupy array)", median_us(lambda: jitbridge.as_array(c), number=5_000), 1.0,
+        f"protocol: {_core._adapter_protocol(type(c))}")
+    if numba_cuda is not None:
+        try:
+            d = numba_cuda.to_device(np.zeros((256, 256), np.float32))
+            jitbridge.as_array(d)
+            add("jitbridge.as_array(numba array)", median_us(lambda: jitbridge.as_array(d), number=5_000), 1.0,
+                f"protocol: {_core._adapter_protocol(type(d))} (includes numba building its dict)")
+        except Exception as e:  # noqa: BLE001
+            add("jitbridge.as_array(numba array)", None, 1.0, f"failed: {e}")
+
+    # Outputs.
+    def alloc_and_hand_to_torch():
+        torch.from_dlpack(jitbridge.empty((1024,), "float32"))
+
+    alloc_and_hand_to_torch()
+    add("jitbridge.empty + torch.from_dlpack", median_us(alloc_and_hand_to_torch, number=5_000), 3.0)
+    add("jitbridge.empty alone", median_us(lambda: jitbridge.empty((1024,), "float32"), number=5_000))
+    if exchange:
+        add("jitbridge.empty_like(torch tensor) (torch's allocator)",
+            median_us(lambda: jitbridge.empty_like(x), number=5_000))
+
+    # The frameworks' own exchanges, same run.
+    add("cupy.asarray(torch tensor)", median_us(lambda: cp.asarray(x), number=5_000), None, "comparison")
+    add("torch tensor.__dlpack__()", median_us(lambda: x.__dlpack__(), number=5_000), None, "comparison")
+    add("torch.from_dlpack(cupy array)", median_us(lambda: torch.from_dlpack(c), number=5_000), None, "comparison")
+    torch.cuda.synchronize()
+
+    dev = info["devices"][0]
+    print_table(f"jitbridge interop on {dev['name']} (torch {torch.__version__}, CuPy {cp.__version__})",
+                ["what", "per call", "goal", "note"], rows)
+
+
+if __name__ == "__main__":
+    main()

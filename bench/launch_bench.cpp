@@ -1,0 +1,69 @@
+// launch_bench.cpp — the floor for bench_launch.py: host time of raw cuLaunchKernel calls from C++ for
+// k(const float*, const float*, float*, float*, int), grid 1 x block 32, on the legacy default stream.
+// Also times jitbridge's typed C++ launch() of the same kernel. Prints "name microseconds" lines.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "jitbridge/launch.hpp"
+
+using namespace jitbridge;
+using Clock = std::chrono::steady_clock;
+
+int main() {
+  try {
+    const DriverApi& api = driver();
+    const Device& dev = Device::get(0);
+    dev.make_current();
+    CompileOptions o;
+    o.arch = dev.arch();
+    auto program = compile(
+        "extern \"C\" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) { c[i] = a[i] + b[i]; d[i] = a[i] * b[i]; }\n}\n",
+        o);
+    auto module = Module::from_program(program);
+    auto function = module->function("k");
+    CUfunction fn = nullptr;
+    check(api.cuKernelGetFunction(&fn, function->handle()), "cuKernelGetFunction");
+    CUdeviceptr buf[4];
+    for (auto& b : buf) check(api.cuMemAlloc(&b, 32 * sizeof(float)), "cuMemAlloc");
+    int n = 32;
+    void* params[] = {&buf[0], &buf[1], &buf[2], &buf[3], &n};
+    const int batch = 200, reps = 50;
+    auto time_it = [&](auto&& one) {
+      std::vector<double> samples;
+      for (int r = 0; r < reps; ++r) {
+        check(api.cuCtxSynchronize(), "cuCtxSynchronize");
+        auto t0 = Clock::now();
+        for (int i = 0; i < batch; ++i) one();
+        samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch);
+      }
+      check(api.cuCtxSynchronize(), "cuCtxSynchronize");
+      std::sort(samples.begin(), samples.end());
+      return samples[samples.size() / 2];
+    };
+    for (int warm = 0; warm < 3; ++warm) {
+      time_it([&] { check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "launch"); });
+    }
+    double raw = time_it([&] {
+      check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
+    });
+    LaunchConfig config;
+    config.grid = {1, 1, 1};
+    config.block = {32, 1, 1};
+    const float* a = reinterpret_cast<const float*>(buf[0]);
+    const float* b = reinterpret_cast<const float*>(buf[1]);
+    float* c = reinterpret_cast<float*>(buf[2]);
+    float* d = reinterpret_cast<float*>(buf[3]);
+    double typed = time_it([&] { launch(*function, dev, config, a, b, c, d, n); });
+    std::printf("raw_culaunchkernel_us %.3f\n", raw);
+    std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
+    for (auto& buffer : buf) api.cuMemFree(buffer);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "launch_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,39 @@
+// jitbridge/device_tensor.hpp — jitbridge's own output arrays: C-contiguous device memory in a stream-ordered
+// DeviceBuffer, described by an ArrayView whose owner is that buffer.
+#pragma once
+
+#include <memory>
+
+#include "jitbridge/array.hpp"
+#include "jitbridge/device_buffer.hpp"
+
+namespace jitbridge {
+
+class DeviceTensor {
+ public:
+  // An uninitialised C-contiguous array of `shape` and `dtype` on `device`, allocated in stream order
+  // on `stream`. Throws InteropError(value) for a negative extent or a dtype without a whole-byte
+  // item size, InteropError(overflow) when the byte size overflows, and what
+  // DeviceBuffer::allocate throws. An empty array allocates nothing and needs no driver.
+  static DeviceTensor empty(const Dims& shape, DLDataType dtype, int device, CUstream stream);
+
+  // The view of the whole tensor; view().owner shares the buffer.
+  const ArrayView& view() const noexcept { return view_; }
+  const std::shared_ptr<DeviceBuffer>& buffer() const noexcept { return buffer_; }
+  // The stream the contents are ordered on (DeviceBuffer::stream()).
+  CUstream stream() const { return buffer_->stream(); }
+  int device() const noexcept { return view_.device.device_id; }
+  std::size_t nbytes() const noexcept { return buffer_->bytes(); }
+
+  // Queues zero bytes over the whole tensor on stream() (cuMemsetD8Async). Throws DriverError.
+  void fill_zero();
+  // A new tensor with the same contents, allocated and copied in order on stream()
+  // (cuMemcpyDtoDAsync). Throws what empty() and the copy throw.
+  DeviceTensor copy() const;
+
+ private:
+  ArrayView view_;
+  std::shared_ptr<DeviceBuffer> buffer_;
+};
+
+}  // namespace jitbridge

@@ -1,0 +1,51 @@
+// device_tensor.cpp — jitbridge's output arrays: allocation, zero fill and copies, all queued in stream order.
+#include "jitbridge/device_tensor.hpp"
+
+#include <fmt/format.h>
+
+#include "jitbridge/device.hpp"
+#include "jitbridge/driver.hpp"
+
+namespace jitbridge {
+
+DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device, CUstream stream) {
+  const std::int64_t item = static_cast<std::int64_t>(itemsize(dtype));
+  if (item == 0)
+    throw InteropError(InteropError::Kind::value,
+                       fmt::format("dtype {} has no whole-byte item size", dtype_name(dtype)));
+  std::int64_t bytes = item;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      throw InteropError(InteropError::Kind::value, fmt::format("shape[{}] is negative ({})", i, shape[i]));
+    if (__builtin_mul_overflow(bytes, shape[i], &bytes))
+      throw InteropError(InteropError::Kind::overflow, "the array's size in bytes overflows int64");
+  }
+  DeviceTensor t;
+  t.buffer_ = DeviceBuffer::allocate(device, static_cast<std::size_t>(bytes), stream);
+  t.view_.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.buffer_->ptr()));
+  t.view_.device = {kDLCUDA, device};
+  t.view_.dtype = dtype;
+  t.view_.shape = shape;
+  t.view_.strides = contiguous_strides(shape);
+  t.view_.owner = t.buffer_;
+  return t;
+}
+
+void DeviceTensor::fill_zero() {
+  if (nbytes() == 0) return;
+  const DriverApi& api = driver();
+  ContextGuard guard(Device::get(device()));
+  check(api.cuMemsetD8Async(buffer_->ptr(), 0, nbytes(), stream()), "cuMemsetD8Async");
+}
+
+DeviceTensor DeviceTensor::copy() const {
+  const CUstream s = stream();
+  DeviceTensor out = empty(view_.shape, view_.dtype, device(), s);
+  if (nbytes() == 0) return out;
+  const DriverApi& api = driver();
+  ContextGuard guard(Device::get(device()));
+  check(api.cuMemcpyDtoDAsync(out.buffer_->ptr(), buffer_->ptr(), nbytes(), s), "cuMemcpyDtoDAsync");
+  return out;
+}
+
+}  // namespace jitbridge

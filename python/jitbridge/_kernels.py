@@ -1,0 +1,138 @@
+"""RawKernel and RawModule: compiled kernels launched on arrays from any framework, every argument checked."""
+
+import os
+
+from . import _core
+
+__all__ = ["RawKernel", "RawModule"]
+
+
+class RawKernel(_core._Kernel):
+    """One kernel from CUDA C++ source, compiled with NVRTC (through the kernel cache).
+
+    Launch it CuPy's way, ``k(grid, block, args, shared_mem=0, stream=None)``, or Numba's,
+    ``k[grid, block](*args)`` (also ``k[grid, block, stream, shared_mem]``). grid and block are an
+    int or a tuple of up to 3 ints. Arrays may come from any framework (PyTorch, CuPy, Numba, JAX,
+    jitbridge) and may be mixed; each argument is checked against the kernel's parameter types:
+    the pointee type against the dtype (``void*`` takes any), read-only arrays only into const
+    pointees, device memory only, all arrays on one device; scalars exactly into the parameter's
+    type with range checks; structs from ``bytes`` or NumPy structured scalars of the right size.
+
+    The launch runs on the consumer stream: ``stream=`` if given (an int handle, a torch or CuPy
+    stream, or any object with ``__cuda_stream__``), else the current stream of the framework the
+    first array came from, else the legacy default stream. Launches never synchronize the host, so
+    they can be captured in CUDA graphs. Keyword options: ``shared_mem`` (dynamic shared memory in
+    bytes; above 48 KiB the kernel's limit is raised automatically), ``cluster`` (thread-block
+    cluster dims), ``cooperative``, ``programmatic_dependent``.
+
+    The source is compiled when the RawKernel is made (compile errors raise CompileError then),
+    for ``arch`` (default: the current GPU's). Raises KeyError when ``name`` is not a kernel of the
+    program; its message lists the kernels there are.
+    """
+
+    def __init__(self, code, name, options=(), name_expressions=None, *, headers=None, include_paths=(),
+                 arch=None, program_name="kernel.cu"):
+        exprs = tuple(name_expressions) if name_expressions is not None else ()
+        program = _core.compile(code, options=tuple(options), name_expressions=exprs, headers=headers,
+                                include_paths=include_paths, arch=arch, program_name=program_name)
+        super().__init__(_core._Module(program), name)
+
+    @property
+    def program(self):
+        """The compiled Program (binary, log, all kernels), or None for kernels from files."""
+        return self._module.program
+
+    @property
+    def num_regs(self):
+        return self.attributes["num_regs"]
+
+    @property
+    def max_threads_per_block(self):
+        return self.attributes["max_threads_per_block"]
+
+    @property
+    def shared_size_bytes(self):
+        return self.attributes["shared_size_bytes"]
+
+    @property
+    def const_size_bytes(self):
+        return self.attributes["const_size_bytes"]
+
+    @property
+    def local_size_bytes(self):
+        return self.attributes["local_size_bytes"]
+
+    @property
+    def ptx_version(self):
+        return self.attributes["ptx_version"]
+
+    @property
+    def binary_version(self):
+        return self.attributes["binary_version"]
+
+    @property
+    def max_dynamic_shared_size_bytes(self):
+        return self.attributes["max_dynamic_shared_size_bytes"]
+
+    @classmethod
+    def _from_module(cls, module, name):
+        self = cls.__new__(cls)
+        _core._Kernel.__init__(self, module, name)
+        return self
+
+
+class RawModule:
+    """A compiled program (or a .cubin, .ptx or .fatbin file) whose kernels and globals you fetch by name.
+
+    ``RawModule(code=source, options=..., name_expressions=[...])`` compiles through the cache;
+    ``RawModule(path="kernels.cubin")`` loads a binary (its kernels have no signatures, so their
+    arguments are packed by the sizes the driver reports, without type checks).
+    """
+
+    def __init__(self, code=None, path=None, options=(), name_expressions=None, *, headers=None,
+                 include_paths=(), arch=None, program_name="kernel.cu"):
+        if (code is None) == (path is None):
+            raise TypeError("RawModule: give exactly one of code= and path=")
+        if code is not None:
+            exprs = tuple(name_expressions) if name_expressions is not None else ()
+            program = _core.compile(code, options=tuple(options), name_expressions=exprs, headers=headers,
+                                    include_paths=include_paths, arch=arch, program_name=program_name)
+            self._module = _core._Module(program)
+        else:
+            path = os.fspath(path)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"path: no such file: {path}")
+            ext = os.path.splitext(path)[1].lower()
+            if ext not in (".cubin", ".ptx", ".fatbin"):
+                raise ValueError(f"path: expected a .cubin, .ptx or .fatbin file, got {path!r}")
+            with open(path, "rb") as f:
+                self._module = _core._Module._from_image(f.read())
+        self._functions = {}
+
+    @property
+    def program(self):
+        return self._module.program
+
+    def kernel_names(self):
+        """The names get_function() takes."""
+        return list(self._module.kernel_names())
+
+    def get_function(self, name):
+        """The kernel called ``name`` (a name expression for templates) as a RawKernel.
+        Raises KeyError listing the module's kernels when there is none."""
+        k = self._functions.get(name)
+        if k is None:
+            k = RawKernel._from_module(self._module, name)
+            self._functions[name] = k
+        return k
+
+    def get_global(self, name):
+        """A ``__device__`` or ``__constant__`` variable as a uint8 ArrayView of its bytes on the
+        current device (it keeps this module alive). Raises KeyError when there is none."""
+        from . import from_ptr
+
+        try:
+            ptr, size, device = self._module._global(name)
+        except IndexError as e:  # std::out_of_range
+            raise KeyError(str(e)) from None
+        return from_ptr(ptr, (size,), "uint8", device=device, owner=self)

@@ -1,0 +1,197 @@
+// interop_objects.cpp — the registered ArrayView/Tensor types, InteropError translation and the dtype, shape and device parsers.
+#include "interop_objects.hpp"
+
+#include <fmt/format.h>
+
+#include "bindings.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+PyTypeObject* g_view_type = nullptr;
+PyTypeObject* g_tensor_type = nullptr;
+
+// Both classes are final, so the type test is one comparison; pybind11 keeps the C++ object in the
+// instance's value holder.
+template <class T>
+T* core_of(PyObject* obj, PyTypeObject* type) noexcept {
+  if (!type || Py_TYPE(obj) != type) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(obj);
+  if (inst->simple_layout) return inst->simple_holder_constructed ? static_cast<T*>(inst->simple_value_holder[0]) : nullptr;
+  py::detail::value_and_holder vh = inst->get_value_and_holder(nullptr, false);
+  return vh && vh.holder_constructed() ? vh.template value_ptr<T>() : nullptr;
+}
+
+[[noreturn]] void type_error(const char* arg, const std::string& what) {
+  throw py::type_error(fmt::format("{}: {}", arg, what));
+}
+[[noreturn]] void value_error(const char* arg, const std::string& what) {
+  throw py::value_error(fmt::format("{}: {}", arg, what));
+}
+
+std::int64_t index_value(PyObject* item, const char* arg) {
+  if (PyBool_Check(item)) type_error(arg, "expected ints, got a bool");
+  PyObject* index = PyNumber_Index(item);
+  if (!index) {
+    PyErr_Clear();
+    type_error(arg, fmt::format("expected ints, got a {}", Py_TYPE(item)->tp_name));
+  }
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (overflow) value_error(arg, "a value does not fit int64");
+  return v;
+}
+
+std::optional<DLDataType> dtype_from_text(std::string_view s, const char* arg) {
+  if (s.substr(0, 6) == "torch.") s.remove_prefix(6);  // str(torch.float32) == "torch.float32"
+  if (std::optional<DLDataType> d = dtype_from_name(s)) return d;
+  if (s.size() >= 2 && (s[0] == '<' || s[0] == '>' || s[0] == '|' || s[0] == '=')) {
+    try {
+      return dtype_from_typestr(s, arg);
+    } catch (const InteropError& e) {
+      raise_interop(e);
+    }
+  }
+  if (s.size() >= 2 && std::string_view("biufcV").find(s[0]) != std::string_view::npos &&
+      s.find_first_not_of("0123456789", 1) == std::string_view::npos) {
+    try {
+      return dtype_from_typestr(fmt::format("<{}", s), arg);
+    } catch (const InteropError&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ArrayViewObject* array_view_object(PyObject* obj) noexcept { return core_of<ArrayViewObject>(obj, g_view_type); }
+TensorObject* tensor_object(PyObject* obj) noexcept { return core_of<TensorObject>(obj, g_tensor_type); }
+void register_array_view_type(PyTypeObject* type) noexcept { g_view_type = type; }
+void register_tensor_type(PyTypeObject* type) noexcept { g_tensor_type = type; }
+bool is_jitbridge_type(PyTypeObject* type) noexcept {
+  return type && (type == g_view_type || type == g_tensor_type);
+}
+
+void raise_interop(const InteropError& e) {
+  switch (e.kind()) {
+    case InteropError::Kind::type: throw py::type_error(e.what());
+    case InteropError::Kind::buffer: throw py::buffer_error(e.what());
+    case InteropError::Kind::value:
+    case InteropError::Kind::overflow: break;
+  }
+  throw py::value_error(e.what());
+}
+
+void raise_python_error(PyObject* fallback, const std::string& message) {
+  if (!PyErr_Occurred()) PyErr_SetString(fallback, message.c_str());
+  throw py::error_already_set();
+}
+
+DLDataType parse_dtype(py::handle dtype, const char* arg) {
+  PyObject* o = dtype.ptr();
+  if (PyUnicode_Check(o)) {
+    const std::string s = dtype.cast<std::string>();
+    if (std::optional<DLDataType> d = dtype_from_text(s, arg)) return *d;
+  } else if (o == reinterpret_cast<PyObject*>(&PyBool_Type)) {
+    return *dtype_from_name("bool");
+  } else if (o == reinterpret_cast<PyObject*>(&PyLong_Type)) {
+    return *dtype_from_name("int64");
+  } else if (o == reinterpret_cast<PyObject*>(&PyFloat_Type)) {
+    return *dtype_from_name("float64");
+  } else if (o == reinterpret_cast<PyObject*>(&PyComplex_Type)) {
+    return *dtype_from_name("complex128");
+  } else if (py::str(py::type::handle_of(dtype).attr("__module__")).cast<std::string>() == "torch") {
+    if (std::optional<DLDataType> d = dtype_from_text(py::str(dtype).cast<std::string>(), arg)) return *d;
+    value_error(arg, fmt::format("torch dtype {} is not supported", py::str(dtype).cast<std::string>()));
+  } else if (o == Py_None) {
+    type_error(arg, "a dtype is required");
+  }
+  // Anything NumPy understands (np.float32, np.dtype("f4"), ml_dtypes.bfloat16, "d"), when NumPy is
+  // already imported (jitbridge never imports a framework itself).
+  if (PyObject* numpy = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy")) {
+    PyObject* d = PyObject_CallMethod(numpy, "dtype", "O", o);
+    if (d) {
+      py::object nd = py::reinterpret_steal<py::object>(d);
+      if (nd.attr("byteorder").cast<std::string>() == ">")
+        value_error(arg, fmt::format("dtype {} is big-endian; only little-endian data is supported",
+                                     py::str(nd).cast<std::string>()));
+      const std::string name = nd.attr("name").cast<std::string>();
+      if (std::optional<DLDataType> r = dtype_from_name(name)) return *r;
+      value_error(arg, fmt::format("dtype {} is not supported", name));
+    }
+    PyErr_Clear();
+  }
+  value_error(arg, fmt::format("{} is not a dtype jitbridge knows (e.g. 'float32', 'bfloat16', torch.float16, "
+                               "numpy.int8)",
+                               py::repr(dtype).cast<std::string>()));
+}
+
+Dims parse_ints(py::handle seq, const char* arg, bool allow_negative) {
+  PyObject* fast = PySequence_Fast(seq.ptr(), "");
+  if (!fast) {
+    PyErr_Clear();
+    type_error(arg, fmt::format("expected a sequence of ints, got a {}", type_name(seq)));
+  }
+  py::object owned = py::reinterpret_steal<py::object>(fast);
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  Dims out;
+  out.resize(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const std::int64_t v = index_value(PySequence_Fast_GET_ITEM(fast, i), arg);
+    if (v < 0 && !allow_negative) value_error(arg, fmt::format("entry {} is negative ({})", i, v));
+    out[static_cast<std::size_t>(i)] = v;
+  }
+  return out;
+}
+
+Dims parse_shape(py::handle shape, const char* arg) {
+  if (PyLong_Check(shape.ptr()) && !PyBool_Check(shape.ptr())) {
+    const std::int64_t v = index_value(shape.ptr(), arg);
+    if (v < 0) value_error(arg, fmt::format("the size is negative ({})", v));
+    return Dims(&v, 1);
+  }
+  return parse_ints(shape, arg, false);
+}
+
+std::optional<DLDevice> parse_device(py::handle device, const char* arg) {
+  PyObject* o = device.ptr();
+  if (o == Py_None) return std::nullopt;
+  if (PyBool_Check(o)) type_error(arg, "expected a device, got a bool");
+  if (PyLong_Check(o)) {
+    const std::int64_t v = index_value(o, arg);
+    if (v < 0 || v > INT32_MAX) value_error(arg, fmt::format("device ordinal {} is out of range", v));
+    return DLDevice{kDLCUDA, static_cast<std::int32_t>(v)};
+  }
+  if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {  // a __dlpack_device__() tuple
+    const std::int64_t type = index_value(PyTuple_GET_ITEM(o, 0), arg);
+    const std::int64_t id = index_value(PyTuple_GET_ITEM(o, 1), arg);
+    if ((type != kDLCPU && type != kDLCUDA) || id < 0 || id > INT32_MAX)
+      value_error(arg, fmt::format("device ({}, {}) is not a CPU or CUDA device", type, id));
+    return DLDevice{static_cast<DLDeviceType>(type), static_cast<std::int32_t>(id)};
+  }
+  const std::string s = py::str(device).cast<std::string>();  // "cuda:1", torch.device("cuda", 1)
+  if (s == "cpu") return DLDevice{kDLCPU, 0};
+  if (s == "cuda") return DLDevice{kDLCUDA, current_device()};
+  if (s.size() > 5 && s.compare(0, 5, "cuda:") == 0 && s.find_first_not_of("0123456789", 5) == std::string::npos &&
+      s.size() < 15)
+    return DLDevice{kDLCUDA, static_cast<std::int32_t>(std::stoll(s.substr(5)))};
+  value_error(arg, fmt::format("'{}' is not a device (expected None, an ordinal, 'cuda', 'cuda:N' or 'cpu')", s));
+}
+
+py::tuple to_tuple(const Dims& dims) {
+  py::tuple t(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) t[i] = py::int_(dims[i]);
+  return t;
+}
+
+py::int_ stream_value(CUstream stream) { return py::int_(stream_to_int(stream)); }
+
+std::string dims_text(const Dims& dims) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) out += fmt::format(i ? ", {}" : "{}", dims[i]);
+  return out + (dims.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace jitbridge::python

@@ -1,0 +1,63 @@
+// interop_objects.hpp — what arrays.cpp, tensors.cpp and interop_testing.cpp share: the C++ cores of
+// jitbridge.ArrayView and jitbridge.Tensor, argument parsers (dtype, shape, device) and error translation.
+#pragma once
+
+#include <string>
+
+#include "arrays.hpp"
+#include "jitbridge/streams.hpp"
+#include "jitbridge/device_tensor.hpp"
+
+namespace jitbridge::python {
+
+// jitbridge.ArrayView: the view, the stream it was made for, and the Python object that keeps the
+// producer alive (as_array's argument, or from_ptr's owner; None for none).
+struct ArrayViewObject {
+  ArrayView view;
+  CUstream stream = CU_STREAM_LEGACY;
+  py::object keepalive;
+};
+
+// jitbridge.Tensor.
+struct TensorObject {
+  DeviceTensor tensor;
+};
+
+// The C++ core of a jitbridge.ArrayView / jitbridge.Tensor instance (both classes are final), else
+// nullptr. No Python calls; valid while `obj` is alive. Usable once bind_arrays / bind_tensors ran.
+ArrayViewObject* array_view_object(PyObject* obj) noexcept;
+TensorObject* tensor_object(PyObject* obj) noexcept;
+// Set by bind_arrays / bind_tensors: the registered Python types.
+void register_array_view_type(PyTypeObject* type) noexcept;
+void register_tensor_type(PyTypeObject* type) noexcept;
+bool is_jitbridge_type(PyTypeObject* type) noexcept;
+
+// An InteropError as the Python exception the issue asks for: type -> TypeError, value and
+// overflow -> ValueError, buffer -> BufferError (thrown as pybind11's builtin exception types).
+[[noreturn]] void raise_interop(const InteropError& e);
+// Throws py::error_already_set for the Python error that is set; if none is (a producer that
+// reported failure without setting one), sets `fallback` with `message` first.
+[[noreturn]] void raise_python_error(PyObject* fallback, const std::string& message);
+
+// A dtype: a jitbridge/NumPy name ("float32", "bfloat16", "float8_e4m3fn"), a torch dtype or its
+// str ("torch.float32"), a typestr ("<f4", "f4"), a Python type (float, int, bool, complex), or
+// anything numpy.dtype() accepts when NumPy is already imported. Throws py::type_error /
+// py::value_error naming `arg`.
+DLDataType parse_dtype(py::handle dtype, const char* arg);
+// A shape: an int or a sequence of ints, each >= 0. Throws py::type_error / py::value_error.
+Dims parse_shape(py::handle shape, const char* arg);
+// A sequence of ints (anything with __index__), negative ones allowed when `allow_negative`.
+Dims parse_ints(py::handle seq, const char* arg, bool allow_negative);
+// A device: None (-> nullopt), an int ordinal, "cuda", "cuda:N", "cpu", or an object whose str()
+// is one of those (torch.device). Returns the DLDevice. Throws py::type_error / py::value_error.
+std::optional<DLDevice> parse_device(py::handle device, const char* arg);
+
+// Python values of view fields.
+py::tuple to_tuple(const Dims& dims);
+py::int_ stream_value(CUstream stream);  // 1 for the legacy default stream, 2 per-thread, else the handle
+std::string dims_text(const Dims& dims);  // "(2, 3)", "(4,)", "()"
+
+// Testing and benchmark helpers of jitbridge._core (interop_testing.cpp), bound by bind_arrays.
+void bind_interop_testing(py::module_& m);
+
+}  // namespace jitbridge::python

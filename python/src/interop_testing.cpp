@@ -1,0 +1,330 @@
+// interop_testing.cpp — private helpers of jitbridge._core for the interop tests and benchmarks: synthetic
+// DLPack capsules and exchange-API producers over host memory, a deleter counter, the adapter a type got,
+// and a C++ timing loop over view_array.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "bindings.hpp"
+#include "interop_objects.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+std::atomic<long> g_deletes{0};  // deleters run by synthetic tensors
+
+// Host memory with a synthetic DLPack tensor (both flavours) over it.
+struct TestTensor {
+  std::vector<std::int64_t> shape, strides;
+  std::vector<unsigned char> storage;
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+};
+
+void delete_versioned(DLManagedTensorVersioned* m) {
+  ++g_deletes;
+  delete static_cast<TestTensor*>(m->manager_ctx);
+}
+void delete_legacy(DLManagedTensor* m) {
+  ++g_deletes;
+  delete static_cast<TestTensor*>(m->manager_ctx);
+}
+
+// Bytes to back `shape` (64 when it is empty, negative or absurd: such views are refused or never read).
+std::size_t backing_bytes(const std::vector<std::int64_t>& shape, DLDataType dtype) {
+  std::int64_t n = static_cast<std::int64_t>(itemsize(dtype) ? itemsize(dtype) : 1);
+  for (std::int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return 64;
+  return n > 0 && n <= (std::int64_t{1} << 24) ? static_cast<std::size_t>(n) : 64;
+}
+
+TestTensor* make_test_tensor(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, DLDataType dtype,
+                             DLDevice device, int ndim, bool data_null, std::uint32_t major, bool readonly,
+                             std::uint64_t byte_offset, unsigned char fill) {
+  auto* s = new TestTensor();
+  s->shape = std::move(shape);
+  s->strides = std::move(strides);
+  s->storage.assign(backing_bytes(s->shape, dtype) + byte_offset, fill);
+  for (DLTensor* t : {&s->versioned.dl_tensor, &s->legacy.dl_tensor}) {
+    t->data = data_null ? nullptr : s->storage.data();
+    t->device = device;
+    t->ndim = ndim;
+    t->dtype = dtype;
+    t->shape = s->shape.data();
+    t->strides = s->strides.empty() ? nullptr : s->strides.data();
+    t->byte_offset = byte_offset;
+  }
+  s->versioned.version = {major, 0};
+  s->versioned.manager_ctx = s;
+  s->versioned.deleter = delete_versioned;
+  s->versioned.flags = readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  s->legacy.manager_ctx = s;
+  s->legacy.deleter = delete_legacy;
+  return s;
+}
+
+// What a synthetic capsule was made as; its destructor deletes the tensor only while the capsule
+// still has that name (a consumer that took it renamed it and owns the tensor).
+struct CapsuleKind {
+  const char* kind;
+  const char* name;
+  bool legacy;
+};
+const CapsuleKind kKinds[] = {
+    {"versioned", "dltensor_versioned", false}, {"legacy", "dltensor", true},
+    {"used", "used_dltensor_versioned", false}, {"used_legacy", "used_dltensor", true},
+    {"foreign", "my_tensor", false},
+};
+
+void testing_capsule_destructor(PyObject* capsule) {
+  const auto* k = static_cast<const CapsuleKind*>(PyCapsule_GetContext(capsule));
+  const char* name = PyCapsule_GetName(capsule);
+  if (!k || !name || std::strcmp(name, k->name) != 0) {
+    PyErr_Clear();
+    return;
+  }
+  void* p = PyCapsule_GetPointer(capsule, name);
+  if (!p) {
+    PyErr_Clear();
+    return;
+  }
+  if (k->legacy) delete_legacy(static_cast<DLManagedTensor*>(p));
+  else delete_versioned(static_cast<DLManagedTensorVersioned*>(p));
+}
+
+py::tuple testing_capsule(const std::string& kind, py::handle shape_obj, py::handle strides_obj, py::handle dtype_obj,
+                          py::handle device_obj, py::handle ndim_obj, bool data_null, std::uint32_t major, bool readonly,
+                          std::uint64_t byte_offset) {
+  const CapsuleKind* k = nullptr;
+  for (const CapsuleKind& c : kKinds)
+    if (kind == c.kind) k = &c;
+  if (!k) throw py::value_error(fmt::format("_testing_capsule: unknown kind '{}'", kind));
+  const Dims shape = parse_ints(shape_obj, "shape", true);
+  std::vector<std::int64_t> strides;
+  if (!strides_obj.is_none()) strides = parse_ints(strides_obj, "strides", true).to_vector();
+  std::optional<DLDevice> device = parse_device(device_obj, "device");
+  const int ndim = ndim_obj.is_none() ? static_cast<int>(shape.size()) : ndim_obj.cast<int>();
+  TestTensor* t = make_test_tensor(shape.to_vector(), std::move(strides), parse_dtype(dtype_obj, "dtype"),
+                                   device ? *device : DLDevice{kDLCPU, 0}, ndim, data_null, major, readonly,
+                                   byte_offset, 0);
+  void* managed = k->legacy ? static_cast<void*>(&t->legacy) : static_cast<void*>(&t->versioned);
+  PyObject* capsule = PyCapsule_New(managed, k->name, testing_capsule_destructor);
+  if (!capsule || PyCapsule_SetContext(capsule, const_cast<CapsuleKind*>(k)) != 0) {
+    Py_XDECREF(capsule);
+    delete t;
+    throw py::error_already_set();
+  }
+  const std::uintptr_t data = data_null ? 0 : reinterpret_cast<std::uintptr_t>(t->storage.data()) + byte_offset;
+  return py::make_tuple(py::reinterpret_steal<py::object>(capsule), data);
+}
+
+// ---- a synthetic framework with the DLPack exchange API -----------------------------------------------
+// Its arrays are Python objects with _ptr (int), _shape, _strides (elements or None), _dtype (str) and
+// _device ((type, id)); the allocator gives host memory filled with 0xAB; to_py_object calls the
+// factory given to _testing_exchange_api(factory=...) with ptr, shape, dtype, device and an owner
+// object that deletes the tensor when it goes.
+
+std::atomic<std::uintptr_t> g_fake_stream{0};
+py::object* g_factory = nullptr;  // leaked: outlives the interpreter's module teardown
+
+struct FakeArray {
+  std::vector<std::int64_t> shape, strides;
+  std::uintptr_t ptr = 0;
+  DLDataType dtype{kDLFloat, 32, 1};
+  DLDevice device{kDLCPU, 0};
+};
+
+FakeArray read_fake(PyObject* obj) {
+  py::handle o(obj);
+  FakeArray a;
+  a.ptr = o.attr("_ptr").cast<std::uintptr_t>();
+  a.shape = parse_ints(o.attr("_shape"), "_shape", true).to_vector();
+  py::object strides = o.attr("_strides");
+  if (!strides.is_none()) a.strides = parse_ints(strides, "_strides", true).to_vector();
+  a.dtype = parse_dtype(o.attr("_dtype"), "_dtype");
+  a.device = *parse_device(o.attr("_device"), "_device");
+  return a;
+}
+
+template <class F>
+int guarded(F&& f) noexcept {
+  try {
+    f();
+    return 0;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return -1;
+}
+
+int fake_dltensor(void* obj, DLTensor* out) {
+  return guarded([&] {
+    thread_local std::int64_t shape[64], strides[64];  // valid until the next call (the API's contract)
+    FakeArray a = read_fake(static_cast<PyObject*>(obj));
+    if (a.shape.size() > 64) throw std::runtime_error("fake: too many dimensions");
+    std::copy(a.shape.begin(), a.shape.end(), shape);
+    std::copy(a.strides.begin(), a.strides.end(), strides);
+    out->data = reinterpret_cast<void*>(a.ptr);
+    out->device = a.device;
+    out->ndim = static_cast<std::int32_t>(a.shape.size());
+    out->dtype = a.dtype;
+    out->shape = shape;
+    out->strides = a.strides.empty() ? nullptr : strides;
+    out->byte_offset = 0;
+  });
+}
+
+// The same without any Python call: every object is a float32 (256, 256) CUDA array at 0x7f0000000000,
+// so that a loop over view_array measures jitbridge's own cost on the exchange-API path.
+int fake_dltensor_fixed(void*, DLTensor* out) {
+  static std::int64_t shape[2] = {256, 256};
+  out->data = reinterpret_cast<void*>(std::uintptr_t{0x7f0000000000});
+  out->device = {kDLCUDA, 0};
+  out->ndim = 2;
+  out->dtype = {kDLFloat, 32, 1};
+  out->shape = shape;
+  out->strides = nullptr;
+  out->byte_offset = 0;
+  return 0;
+}
+
+int fake_managed(void* obj, DLManagedTensorVersioned** out) {
+  return guarded([&] {
+    FakeArray a = read_fake(static_cast<PyObject*>(obj));
+    const int ndim = static_cast<int>(a.shape.size());
+    TestTensor* t = make_test_tensor(a.shape, a.strides, a.dtype, a.device, ndim, false, 1, false, 0, 0);
+    t->versioned.dl_tensor.data = reinterpret_cast<void*>(a.ptr);
+    *out = &t->versioned;
+  });
+}
+
+int fake_current_stream(DLDeviceType, std::int32_t, void** out) {
+  *out = reinterpret_cast<void*>(g_fake_stream.load());
+  return 0;
+}
+
+int fake_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* ctx,
+                   void (*set_error)(void*, const char*, const char*)) {
+  if (prototype->device.device_type != kDLCPU) {
+    set_error(ctx, "ValueError", "the fake allocator only gives host memory");
+    return -1;
+  }
+  std::vector<std::int64_t> shape(prototype->shape, prototype->shape + prototype->ndim);
+  TestTensor* t = make_test_tensor(shape, {}, prototype->dtype, prototype->device, prototype->ndim, false, 1, false, 0,
+                                   0xAB);
+  *out = &t->versioned;
+  return 0;
+}
+
+void fake_owner_destructor(PyObject* capsule) {
+  auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "fake_owner"));
+  if (m) m->deleter(m);
+  else PyErr_Clear();
+}
+
+int fake_to_py(DLManagedTensorVersioned* m, void** out) {
+  return guarded([&] {
+    PyObject* owner_raw = PyCapsule_New(m, "fake_owner", fake_owner_destructor);
+    if (!owner_raw) {
+      m->deleter(m);
+      throw py::error_already_set();
+    }
+    py::object owner = py::reinterpret_steal<py::object>(owner_raw);
+    const DLTensor& t = m->dl_tensor;
+    Dims shape(t.shape, static_cast<std::size_t>(t.ndim));
+    py::object r = (*g_factory)(py::arg("ptr") = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset,
+                                py::arg("shape") = to_tuple(shape), py::arg("dtype") = dtype_name(t.dtype),
+                                py::arg("device") = py::make_tuple(static_cast<int>(t.device.device_type), t.device.device_id),
+                                py::arg("owner") = owner);
+    *out = r.release().ptr();
+  });
+}
+
+py::object testing_exchange_api(bool dltensor, std::uint32_t major, std::uintptr_t stream, py::object factory,
+                                bool fixed) {
+  struct Tables {
+    DLPackExchangeAPI v1{};
+    DLPackExchangeAPI head{};
+  };
+  auto* t = new Tables();  // exchange tables live for the whole process (DLPack's rule)
+  t->v1.header.version = {1, 3};
+  t->v1.managed_tensor_allocator = fake_allocator;
+  t->v1.managed_tensor_from_py_object_no_sync = fake_managed;
+  t->v1.managed_tensor_to_py_object_no_sync = fake_to_py;
+  t->v1.dltensor_from_py_object_no_sync = fixed ? fake_dltensor_fixed : dltensor ? fake_dltensor : nullptr;
+  t->v1.current_work_stream = fake_current_stream;
+  DLPackExchangeAPI* table = &t->v1;
+  if (major != 1) {
+    t->head = t->v1;
+    t->head.header.version = {major, 0};
+    t->head.header.prev_api = major > 1 ? &t->v1.header : nullptr;
+    table = &t->head;
+  }
+  g_fake_stream = stream;
+  if (!g_factory) g_factory = new py::object();
+  *g_factory = std::move(factory);
+  PyObject* capsule = PyCapsule_New(table, "dlpack_exchange_api", nullptr);
+  if (!capsule) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+const char* protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::jitbridge: return "jitbridge";
+    case Protocol::exchange_api: return "exchange_api";
+    case Protocol::dlpack: return "dlpack";
+    case Protocol::cuda_array_interface: return "cuda_array_interface";
+    case Protocol::none: break;
+  }
+  return "none";
+}
+
+double bench_view(py::handle obj, long n, py::handle stream) {
+  PyObject* o = obj.ptr();
+  const CUstream s = consumer_stream(stream, &o, 1, "stream");
+  ArrayView view;
+  if (!view_array(o, s, view, "obj")) throw py::type_error("_bench_view: obj is not an array");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < n; ++i) view_array(o, s, view, "obj");
+  const auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n > 0 ? n : 1);
+}
+
+}  // namespace
+
+void bind_interop_testing(py::module_& m) {
+  m.def("_testing_capsule", &testing_capsule, py::arg("kind") = "versioned", py::arg("shape") = py::make_tuple(2, 3),
+        py::arg("strides") = py::none(), py::arg("dtype") = "float32", py::arg("device") = py::none(),
+        py::arg("ndim") = py::none(), py::arg("data_null") = false, py::arg("major") = 1, py::arg("readonly") = false,
+        py::arg("byte_offset") = 0,
+        "Testing: (capsule, data address) of a synthetic DLPack tensor over host memory. kind: versioned, legacy, "
+        "used, used_legacy, foreign. Its deleter adds one to _testing_deleter_count().");
+  m.def("_testing_deleter_count", [] { return g_deletes.load(); },
+        "Testing: how many synthetic DLPack tensors have been deleted.");
+  m.def("_testing_exchange_api", &testing_exchange_api, py::arg("dltensor") = true, py::arg("major") = 1,
+        py::arg("stream") = 0, py::arg("factory") = py::none(), py::arg("fixed") = false,
+        "Testing: a 'dlpack_exchange_api' capsule over a synthetic framework (see interop_testing.cpp).");
+  m.def("_adapter_protocol",
+        [](py::handle type) {
+          if (!PyType_Check(type.ptr())) throw py::type_error("_adapter_protocol: expected a type");
+          return protocol_name(adapter_for(reinterpret_cast<PyTypeObject*>(type.ptr())).protocol);
+        },
+        "The protocol jitbridge chose for a type ('exchange_api', 'dlpack', 'cuda_array_interface', 'jitbridge', "
+        "'none').");
+  m.def("_testing_buffer_refs",
+        [](py::handle tensor) {
+          TensorObject* t = tensor_object(tensor.ptr());
+          if (!t) throw py::type_error("_testing_buffer_refs: expected a jitbridge.Tensor");
+          return t->tensor.buffer().use_count();
+        },
+        "Testing: how many owners a jitbridge.Tensor's buffer has (the tensor, its views, unconsumed capsules...).");
+  m.def("_bench_view", &bench_view, py::arg("obj"), py::arg("n") = 100000, py::arg("stream") = py::none(),
+        "Benchmark: nanoseconds per view_array() of obj, in a C++ loop (consumer stream resolved once).");
+}
+
+}  // namespace jitbridge::python

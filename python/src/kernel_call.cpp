@@ -1,0 +1,246 @@
+// kernel_call.cpp — the launch path from Python: arguments to ArgValues (arrays through the interop
+// adapters), the consumer stream, packing against the signature, and the driver launch.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "arrays.hpp"
+#include "jitbridge/launch.hpp"
+#include "kernels.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+// Reused per thread: the views and scalar storage of the arguments of one launch.
+struct Scratch {
+  std::vector<ArrayView> views;
+  std::vector<ArgValue> values;
+  std::vector<Py_buffer> buffers;  // held bytes-like arguments, released after packing
+  std::vector<bool> buffer_held;
+  ArgBuffer packed;
+  void prepare(std::size_t n) {
+    if (views.size() < n) views.resize(n);
+    values.assign(n, ArgValue{});
+    if (buffers.size() < n) buffers.resize(n);
+    buffer_held.assign(n, false);
+  }
+  // Drops what the arguments lent us: DLPack tensors (their deleters run now) and buffers.
+  void release(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      views[i].owner.reset();
+      if (buffer_held[i]) PyBuffer_Release(&buffers[i]);
+    }
+    buffer_held.assign(buffer_held.size(), false);
+  }
+};
+
+struct ReleaseOnExit {
+  Scratch& s;
+  std::size_t n;
+  ~ReleaseOnExit() { s.release(n); }
+};
+
+[[noreturn]] void raise_now() { throw py::error_already_set(); }
+
+
+// A Python scalar, None, or bytes-like object to an ArgValue. Arrays are handled before this.
+void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
+  ArgValue& v = s.values[i];
+  v.python_type = Py_TYPE(o)->tp_name;
+  if (o == Py_None) {
+    v.kind = ArgValue::Kind::null_pointer;
+  } else if (PyBool_Check(o) || std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool") == 0 ||
+             std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool_") == 0) {
+    int truth = PyObject_IsTrue(o);
+    if (truth < 0) raise_now();
+    v.kind = ArgValue::Kind::boolean;
+    v.i = truth;
+  } else if (PyLong_Check(o) || PyIndex_Check(o)) {
+    py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
+    if (!as_int) raise_now();
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
+    if (value == -1 && PyErr_Occurred()) raise_now();
+    if (overflow > 0) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(as_int.ptr());
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
+        raise_now();
+      }
+      v.kind = ArgValue::Kind::unsigned_integer;
+      v.u = u;
+    } else if (overflow < 0) {
+      PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
+      raise_now();
+    } else {
+      v.kind = ArgValue::Kind::signed_integer;
+      v.i = value;
+    }
+  } else if (PyFloat_Check(o) || (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float &&
+                                  !PyObject_CheckBuffer(o))) {
+    double d = PyFloat_AsDouble(o);
+    if (d == -1.0 && PyErr_Occurred()) raise_now();
+    v.kind = ArgValue::Kind::floating;
+    v.f = d;
+  } else if (PyBytes_Check(o)) {
+    v.kind = ArgValue::Kind::bytes;
+    v.data = PyBytes_AS_STRING(o);
+    v.size = static_cast<std::size_t>(PyBytes_GET_SIZE(o));
+  } else if (PyObject_CheckBuffer(o)) {
+    // bytearray, memoryview, NumPy structured scalars (np.void): the bytes, as they are.
+    if (PyObject_GetBuffer(o, &s.buffers[i], PyBUF_C_CONTIGUOUS) != 0) raise_now();
+    s.buffer_held[i] = true;
+    v.kind = ArgValue::Kind::bytes;
+    v.data = s.buffers[i].buf;
+    v.size = static_cast<std::size_t>(s.buffers[i].len);
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: argument %zu: cannot pass a %s (expected an array, a number, None, or bytes for a struct)",
+                 kernel, i, Py_TYPE(o)->tp_name);
+    raise_now();
+  }
+}
+
+int current_device_ordinal() {
+  const DriverApi& api = driver();
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  if (api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx && api.cuCtxGetDevice(&dev) == CUDA_SUCCESS)
+    return static_cast<int>(dev);
+  return 0;
+}
+
+// Fills s.values[0..n) from the Python arguments, arrays viewed for the consumer stream, which is
+// decided first (explicit, else the first array's framework, else legacy) and returned.
+CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::size_t n, PyObject* stream_obj,
+                           Scratch& s) {
+  const char* kernel = k.name.c_str();
+  const CUstream stream = consumer_stream(stream_obj ? py::handle(stream_obj) : py::none(), args, n, "stream");
+  for (std::size_t i = 0; i < n; ++i) {
+    bool is_array = false;
+    if (adapter_for(Py_TYPE(args[i])).protocol != Protocol::none || adapter_for(Py_TYPE(args[i])).instance_probe) {
+      is_array = view_array(args[i], stream, s.views[i], k.argument_name(i));
+    }
+    if (is_array) {
+      s.values[i].kind = ArgValue::Kind::array;
+      s.values[i].array = &s.views[i];
+    } else {
+      scalar_value(args[i], i, s, kernel);
+    }
+  }
+  return stream;
+}
+
+// Packs s.values against the kernel; returns the device of the arrays (-1: none).
+int pack(const KernelObject& k, std::size_t n, Scratch& s) {
+  PackResult where;
+  if (k.info && k.info->signature) {
+    const Signature& sig = *k.info->signature;
+    if (sig.params.size() != n) throw py::type_error(arity_message(k.name, sig, n));
+    s.packed.reset(n, buffer_bytes(sig));
+    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, i, s.values[i], s.packed, where);
+  } else {
+    const std::vector<std::size_t>& sizes = k.resolved().param_sizes();
+    if (sizes.size() != n)
+      throw py::type_error(fmt::format("{} takes {} arguments, {} given", k.name, sizes.size(), n));
+    std::size_t total = 0;
+    for (std::size_t size : sizes) total += size + 8;
+    s.packed.reset(n, total);
+    for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], s.values[i], s.packed, where);
+  }
+  return where.device;
+}
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+}  // namespace
+
+const Module& ModuleObject::loaded() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!module) module = program.program ? Module::from_program(program.program) : Module::from_image(image);
+  return *module;
+}
+
+const char* KernelObject::argument_name(std::size_t i) const {
+  while (argument_names.size() <= i)
+    argument_names.push_back(fmt::format("{}: argument {}", name, argument_names.size()));
+  return argument_names[i].c_str();
+}
+
+const Function& KernelObject::resolved() const {
+  if (!function) function = module->loaded().function(info ? info->lowered_name : name);
+  return *function;
+}
+
+void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
+                        PyObject* stream_obj) {
+  const std::size_t n = static_cast<std::size_t>(nargs);
+  Scratch& s = scratch();
+  s.prepare(n);
+  ReleaseOnExit release{s, n};
+  config.stream = convert_arguments(k, args, n, stream_obj, s);
+  int device = pack(k, n, s);
+  if (device < 0) device = current_device_ordinal();
+  const Device& dev = Device::get(device);
+  const Function& f = k.resolved();
+  if (k.module->program.program && k.module->program.program->arch != dev.arch() &&
+      !k.module->program.program->cubin.empty()) {
+    // A cubin for another architecture would fail with a bare "no kernel image" error.
+    const std::string& built = k.module->program.program->arch;
+    const bool compatible = built.size() >= 5 && dev.arch().size() >= 5 && built.back() != 'a' && built.back() != 'f' &&
+                            built.substr(0, 4) == dev.arch().substr(0, 4) && built <= dev.arch();
+    if (!compatible)
+      throw py::value_error(fmt::format("{}: compiled for {}, but the arrays are on cuda:{} ({}); compile with arch=None "
+                                        "or arch='{}'", k.name, built, device, dev.arch(), dev.arch()));
+  }
+  validate_launch(f, config, dev);
+  launch(f, config, dev, s.packed.pointers());
+}
+
+py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs) {
+  const std::size_t n = static_cast<std::size_t>(nargs);
+  Scratch& s = scratch();
+  s.prepare(n);
+  ReleaseOnExit release{s, n};
+  PyObject* none = Py_None;
+  convert_arguments(k, args, n, none, s);
+  pack(k, n, s);
+  py::list out;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : k.resolved().param_sizes()[i];
+    out.append(py::bytes(static_cast<const char*>(s.packed.pointers()[i]), size));
+  }
+  return out;
+}
+
+Dim3 parse_dim3(py::handle value, const char* what) {
+  auto one = [&](py::handle item, const char* axis) -> unsigned {
+    if (PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr()))
+      throw py::type_error(fmt::format("{}: {} must be an int, got {}", what, axis, type_name(item)));
+    long long v = py::reinterpret_steal<py::int_>(PyNumber_Index(item.ptr())).cast<long long>();
+    if (v < 1 || v > 0xffffffffll)
+      throw py::value_error(fmt::format("{}: {} = {} is out of range (1 to 2**32-1)", what, axis, v));
+    return static_cast<unsigned>(v);
+  };
+  if (PyTuple_Check(value.ptr()) || PyList_Check(value.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    if (seq.size() < 1 || seq.size() > 3)
+      throw py::value_error(fmt::format("{}: expected 1 to 3 dimensions, got {}", what, seq.size()));
+    Dim3 d;
+    d.x = one(seq[0], "x");
+    if (seq.size() > 1) d.y = one(seq[1], "y");
+    if (seq.size() > 2) d.z = one(seq[2], "z");
+    return d;
+  }
+  if (!PyIndex_Check(value.ptr()) || PyBool_Check(value.ptr()))
+    throw py::type_error(fmt::format("{}: expected an int or a tuple of up to 3 ints, got {}", what, type_name(value)));
+  Dim3 d;
+  d.x = one(value, "x");
+  return d;
+}
+
+}  // namespace jitbridge::python

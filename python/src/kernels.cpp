@@ -1,0 +1,285 @@
+// kernels.cpp — jitbridge._core._Kernel, _Module and _Configured: kernel objects with a fast call path
+// (tp_call straight into launch_from_python, no pybind11 dispatch per launch).
+#include <fmt/format.h>
+
+#include "arrays.hpp"
+#include "kernels.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+template <class T>
+T& self_of(PyObject* self) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  auto vh = inst->get_value_and_holder();
+  if (!vh.holder_constructed()) throw py::type_error("the kernel object was not initialised (call __init__)");
+  return *vh.template value_ptr<T>();
+}
+
+// Translates the C++ exception being handled into the Python error (pybind11's translators,
+// jitbridge's included). For the raw C-API entry points below.
+PyObject* translate() {
+  try {
+    throw;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    py::detail::try_translate_exceptions();
+  }
+  return nullptr;
+}
+
+struct Options {
+  PyObject* stream = nullptr;
+};
+
+// shared_mem=, stream=, cluster=, cooperative=, programmatic_dependent= (keyword only).
+void parse_launch_keywords(PyObject* kwargs, LaunchConfig& c, Options& o) {
+  if (!kwargs) return;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(kwargs, &pos, &key, &value)) {
+    const char* k = PyUnicode_AsUTF8(key);
+    if (!k) throw py::error_already_set();
+    std::string_view name(k);
+    if (name == "shared_mem") {
+      if (PyBool_Check(value) || !PyIndex_Check(value))
+        throw py::type_error(fmt::format("shared_mem: expected an int (bytes), got {}", type_name(value)));
+      long long v = py::reinterpret_borrow<py::int_>(value).cast<long long>();
+      if (v < 0) throw py::value_error(fmt::format("shared_mem: {} is negative", v));
+      c.shared_mem = static_cast<std::size_t>(v);
+    } else if (name == "stream") {
+      o.stream = value;
+    } else if (name == "cluster") {
+      if (value != Py_None) c.cluster = parse_dim3(value, "cluster");
+    } else if (name == "cooperative") {
+      c.cooperative = PyObject_IsTrue(value) == 1;
+    } else if (name == "programmatic_dependent") {
+      c.programmatic_dependent = PyObject_IsTrue(value) == 1;
+    } else {
+      throw py::type_error(fmt::format("unexpected keyword argument '{}' (expected shared_mem, stream, cluster, "
+                                       "cooperative, programmatic_dependent)", name));
+    }
+  }
+}
+
+// k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
+PyObject* kernel_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  try {
+    const KernelObject& k = self_of<KernelObject>(self);
+    if (PyTuple_GET_SIZE(args) != 3)
+      throw py::type_error(fmt::format("{}: call as kernel(grid, block, args, shared_mem=0, stream=None) or "
+                                       "kernel[grid, block](*args); got {} positional arguments",
+                                       k.name, PyTuple_GET_SIZE(args)));
+    LaunchConfig c;
+    c.grid = parse_dim3(PyTuple_GET_ITEM(args, 0), "grid");
+    c.block = parse_dim3(PyTuple_GET_ITEM(args, 1), "block");
+    PyObject* seq = PyTuple_GET_ITEM(args, 2);
+    if (!PyTuple_Check(seq) && !PyList_Check(seq))
+      throw py::type_error(fmt::format("args: expected a tuple or list of kernel arguments, got {}", type_name(seq)));
+    Options o;
+    parse_launch_keywords(kwargs, c, o);
+    launch_from_python(k, c, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), o.stream);
+    Py_RETURN_NONE;
+  } catch (...) {
+    return translate();
+  }
+}
+
+// k[grid, block](*args, shared_mem=0, stream=None): Numba's form.
+PyObject* configured_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  try {
+    const ConfiguredKernel& ck = self_of<ConfiguredKernel>(self);
+    LaunchConfig c = ck.config;
+    Options o;
+    o.stream = ck.stream.is_none() ? nullptr : ck.stream.ptr();
+    parse_launch_keywords(kwargs, c, o);
+    launch_from_python(*ck.core, c, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), o.stream);
+    Py_RETURN_NONE;
+  } catch (...) {
+    return translate();
+  }
+}
+
+int current_ordinal() {
+  const DriverApi& api = driver();
+  CUcontext ctx = nullptr;
+  CUdevice dev = 0;
+  if (api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx && api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) return dev;
+  return 0;
+}
+
+py::dict attributes(const KernelObject& k) {
+  const Device& d = Device::get(current_ordinal());
+  const Function& f = k.resolved();
+  static const std::pair<const char*, CUfunction_attribute> names[] = {
+      {"max_threads_per_block", CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+      {"shared_size_bytes", CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES},
+      {"const_size_bytes", CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES},
+      {"local_size_bytes", CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES},
+      {"num_regs", CU_FUNC_ATTRIBUTE_NUM_REGS},
+      {"ptx_version", CU_FUNC_ATTRIBUTE_PTX_VERSION},
+      {"binary_version", CU_FUNC_ATTRIBUTE_BINARY_VERSION},
+      {"cache_mode_ca", CU_FUNC_ATTRIBUTE_CACHE_MODE_CA},
+      {"max_dynamic_shared_size_bytes", CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES},
+      {"preferred_shared_memory_carveout", CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT},
+  };
+  py::dict out;
+  for (const auto& [name, attr] : names) out[name] = f.attribute(attr, d);
+  return out;
+}
+
+CUfunction function_here(const KernelObject& k, const Device& d) {
+  d.make_current();
+  CUfunction fn = nullptr;
+  check(driver().cuKernelGetFunction(&fn, k.resolved().handle()), "cuKernelGetFunction");
+  return fn;
+}
+
+}  // namespace
+
+void bind_kernels(py::module_& m) {
+  py::class_<ModuleObject, std::shared_ptr<ModuleObject>>(m, "_Module")
+      .def(py::init([](const ProgramHandle& program) {
+             auto mo = std::make_shared<ModuleObject>();
+             mo->program = program;
+             return mo;
+           }),
+           py::arg("program"))
+      .def_static("_from_image", [](py::bytes image) {
+        auto mo = std::make_shared<ModuleObject>();
+        mo->image = image;
+        if (mo->image.empty()) throw py::value_error("path: the file is empty");
+        return mo;
+      })
+      .def_property_readonly("program", [](const ModuleObject& mo) -> py::object {
+        return mo.program.program ? py::cast(mo.program) : py::none();
+      })
+      .def("kernel_names", [](const ModuleObject& mo) {
+        if (mo.program.program) {
+          py::list out;
+          for (const Kernel& k : mo.program.program->kernels) out.append(text(k.name));
+          return out;
+        }
+        py::list out;
+        for (const std::string& n : mo.loaded().kernel_names()) out.append(text(n));
+        return out;
+      })
+      .def("_global", [](const ModuleObject& mo, const std::string& name) {
+        const Module& mod = mo.loaded();
+        auto [ptr, size] = mod.global(name, Device::get(current_ordinal()));
+        return py::make_tuple(static_cast<std::uintptr_t>(ptr), size, current_ordinal());
+      });
+
+  py::class_<KernelObject>(m, "_Kernel", py::custom_type_setup([](PyHeapTypeObject* heap) {
+                             heap->ht_type.tp_call = kernel_call;
+                           }))
+      .def(py::init([](std::shared_ptr<ModuleObject> module, const std::string& name) {
+             KernelObject k;
+             k.module = std::move(module);
+             k.name = name;
+             if (const Program* p = k.module->program.program.get()) {
+               k.info = p->find_kernel(name);
+               if (!k.info) {
+                 std::string names;
+                 for (const Kernel& kk : p->kernels) names += (names.empty() ? "" : ", ") + kk.name;
+                 throw py::key_error(fmt::format("no kernel '{}' in the program; it has: {}", name,
+                                                 names.empty() ? "none" : names));
+               }
+               k.name = k.info->name;
+             }
+             return k;
+           }),
+           py::arg("module"), py::arg("name"))
+      .def_property_readonly("name", [](const KernelObject& k) { return text(k.name); })
+      .def_property_readonly("lowered_name", [](const KernelObject& k) {
+        return text(k.info ? k.info->lowered_name : k.name);
+      })
+      .def_property_readonly("signature", [](const KernelObject& k) -> py::object {
+        return k.info && k.info->signature ? py::cast(*k.info->signature) : py::none();
+      })
+      .def_property_readonly("resources", [](const KernelObject& k) -> py::object {
+        return k.info ? py::cast(k.info->resources) : py::none();
+      })
+      .def_property_readonly("_module", [](const KernelObject& k) { return k.module; })
+      .def_property_readonly("attributes", &attributes)
+      .def("max_active_blocks_per_sm",
+           [](const KernelObject& k, int block_size, std::size_t shared_mem) {
+             const Device& d = Device::get(current_ordinal());
+             int blocks = 0;
+             check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_here(k, d), block_size,
+                                                                         shared_mem),
+                   "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+             return blocks;
+           },
+           py::arg("block_size"), py::arg("shared_mem") = 0)
+      .def("suggest_block_size",
+           [](const KernelObject& k, std::size_t shared_mem, int block_size_limit) {
+             const Device& d = Device::get(current_ordinal());
+             int min_grid = 0, block = 0;
+             check(driver().cuOccupancyMaxPotentialBlockSize(&min_grid, &block, function_here(k, d), nullptr,
+                                                             shared_mem, block_size_limit),
+                   "cuOccupancyMaxPotentialBlockSize");
+             return py::make_tuple(min_grid, block);
+           },
+           py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0)
+      .def("_pack",
+           [](const KernelObject& k, py::args args) {
+             return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));
+           })
+      .def("__getitem__", [](py::object self, py::object config) {
+        const KernelObject& k = self.cast<const KernelObject&>();
+        py::tuple t = py::isinstance<py::tuple>(config) ? py::reinterpret_borrow<py::tuple>(config) : py::make_tuple(config);
+        if (t.size() < 2 || t.size() > 4)
+          throw py::type_error(fmt::format("{}[grid, block] or [grid, block, stream] or [grid, block, stream, shared_mem]; "
+                                           "got {} item(s)", k.name, t.size()));
+        ConfiguredKernel ck;
+        ck.kernel = self;
+        ck.core = const_cast<KernelObject*>(&k);
+        ck.config.grid = parse_dim3(t[0], "grid");
+        ck.config.block = parse_dim3(t[1], "block");
+        ck.stream = t.size() > 2 ? py::reinterpret_borrow<py::object>(t[2]) : py::none();
+        if (t.size() > 3) {
+          long long shared = t[3].cast<long long>();
+          if (shared < 0) throw py::value_error("shared_mem: negative");
+          ck.config.shared_mem = static_cast<std::size_t>(shared);
+        }
+        return ck;
+      })
+      .def("__repr__", [](const KernelObject& k) {
+        return fmt::format("<RawKernel {}{}>", k.name, k.info && k.info->signature ? k.info->signature->to_string() : "(...)");
+      });
+
+  py::class_<ConfiguredKernel>(m, "_Configured", py::custom_type_setup([](PyHeapTypeObject* heap) {
+                                 heap->ht_type.tp_call = configured_call;
+                               }))
+      .def_property_readonly("kernel", [](const ConfiguredKernel& ck) { return ck.kernel; })
+      .def("__repr__", [](const ConfiguredKernel& ck) {
+        const LaunchConfig& c = ck.config;
+        return fmt::format("<{}[({}, {}, {}), ({}, {}, {})]>", ck.core->name, c.grid.x, c.grid.y, c.grid.z, c.block.x,
+                           c.block.y, c.block.z);
+      });
+
+  m.def("synchronize", [](py::object device) {
+    int ordinal = device.is_none() ? current_ordinal() : device.cast<int>();
+    const Device& d = Device::get(ordinal);
+    ContextGuard guard(d);
+    CUresult rc;
+    {
+      py::gil_scoped_release release;
+      rc = driver().cuCtxSynchronize();
+    }
+    if (rc != CUDA_SUCCESS) {
+      const char* name = nullptr;
+      driver().cuGetErrorName(rc, &name);
+      throw LaunchError(fmt::format("cuda:{}: a kernel failed ({}); the kernel launched last there was '{}'. The "
+                                    "device's context is now unusable: restart the process",
+                                    ordinal, name ? name : "?", last_launched_kernel(ordinal)),
+                        rc);
+    }
+  }, py::arg("device") = py::none(),
+     "Wait for all work on a device (default: the current one); raises LaunchError naming the last kernel "
+     "if a kernel faulted.");
+}
+
+}  // namespace jitbridge::python

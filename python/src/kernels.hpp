@@ -1,0 +1,61 @@
+// kernels.hpp — the Python-side kernel objects: what a RawKernel holds, and the launch entry point.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "jitbridge/launcher.hpp"
+
+namespace jitbridge::python {
+
+// A loaded module as Python holds it (jitbridge.RawModule's core). Keeps the Program (if any)
+// and the CUlibrary alive; loading happens at first use, so construction needs no GPU.
+struct ModuleObject {
+  ProgramHandle program;                    // empty for modules loaded from files
+  std::string image;                        // file contents, for modules loaded from files
+  mutable std::mutex mutex;
+  mutable std::shared_ptr<Module> module;   // loaded lazily
+  const Module& loaded() const;             // loads on first call; throws NoDriverError, DriverError
+};
+
+// One kernel (jitbridge.RawKernel's core). Construction needs no GPU; the module loads at the
+// first launch. Calls are checked against the signature when the program has one.
+struct KernelObject {
+  std::shared_ptr<ModuleObject> module;
+  std::string name;
+  const Kernel* info = nullptr;             // from module->program; nullptr for file modules
+  mutable std::shared_ptr<Function> function;  // resolved at the first launch
+  const Function& resolved() const;
+  // "saxpy: argument 2", for error messages; made once per index (a deque keeps them in place).
+  // Like `function`, only touched with the GIL held.
+  const char* argument_name(std::size_t i) const;
+  mutable std::deque<std::string> argument_names;
+};
+
+// A kernel with its launch configuration bound: k[grid, block] / k[grid, block, stream, shared_mem].
+struct ConfiguredKernel {
+  py::object kernel;                        // the RawKernel (keeps KernelObject alive)
+  KernelObject* core = nullptr;
+  LaunchConfig config;
+  py::object stream;                        // None, or what the user gave
+};
+
+// Launches `k` with `args` (Python objects). `stream_obj` is the explicit stream= (None: the
+// consumer-stream rule). Returns nothing; raises Python exceptions (TypeError, OverflowError,
+// ValueError, BufferError, LaunchError, NoDriverError) with the Python error set. GIL held.
+void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
+                        PyObject* stream_obj);
+// Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
+// each parameter. For tests and for users who want to see what a launch would pass.
+py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
+
+// grid=/block=/cluster= values: an int or a tuple of up to 3 ints, each >= 1.
+Dim3 parse_dim3(py::handle value, const char* what);
+
+void bind_kernels(py::module_& m);  // kernels.cpp
+
+}  // namespace jitbridge::python

@@ -1,0 +1,314 @@
+// tensors.cpp — jitbridge.Tensor (DLPack and __cuda_array_interface__ export) and the output allocators
+// empty / zeros / empty_like, through jitbridge's stream-ordered buffers or a framework's own allocator.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "bindings.hpp"
+#include "interop_objects.hpp"
+#include "jitbridge/device.hpp"
+#include "jitbridge/dlpack_export.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
+
+// A capsule we made: its tensor is deleted here only if no consumer took it (renamed it used_…).
+void capsule_destructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (m && m->deleter) m->deleter(m);
+  } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (m && m->deleter) m->deleter(m);
+  }
+}
+
+std::int64_t small_int(py::handle v, const char* arg, const char* what) {
+  if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+    throw py::type_error(fmt::format("{}: {} must be an int, got a {}", arg, what, type_name(v)));
+  return v.cast<std::int64_t>();
+}
+
+py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle max_version, py::handle dl_device,
+                         py::handle copy) {
+  const char* arg = "Tensor.__dlpack__";
+  const DeviceTensor& t = self.tensor;
+  if (!dl_device.is_none()) {
+    if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
+      throw py::type_error(fmt::format("{}: dl_device must be a (device_type, device_id) tuple", arg));
+    const std::int64_t type = small_int(PyTuple_GET_ITEM(dl_device.ptr(), 0), arg, "dl_device[0]");
+    const std::int64_t id = small_int(PyTuple_GET_ITEM(dl_device.ptr(), 1), arg, "dl_device[1]");
+    if (type != kDLCUDA || id != t.device())
+      throw py::buffer_error(fmt::format("{}: dl_device=({}, {}) was asked for, but the tensor is on {} = ({}, {}); "
+                                         "jitbridge does not copy across devices",
+                                         arg, type, id, device_name(t.view().device), static_cast<int>(kDLCUDA),
+                                         t.device()));
+  }
+  bool versioned = false;
+  if (!max_version.is_none()) {
+    if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
+      throw py::type_error(fmt::format("{}: max_version must be a (major, minor) tuple", arg));
+    versioned = small_int(PyTuple_GET_ITEM(max_version.ptr(), 0), arg, "max_version[0]") >= 1;
+  }
+  bool make_copy = false;
+  if (!copy.is_none()) {
+    if (!PyBool_Check(copy.ptr())) throw py::type_error(fmt::format("{}: copy must be None, True or False", arg));
+    make_copy = copy.ptr() == Py_True;
+  }
+  // The consumer's stream (array API): None is the legacy default stream, -1 asks for no sync.
+  std::optional<CUstream> consumer = CU_STREAM_LEGACY;
+  if (!stream.is_none()) {
+    const std::int64_t s = small_int(stream, arg, "stream");
+    if (s == -1) consumer.reset();
+    else if (s < 0) throw py::value_error(fmt::format("{}: stream {} is not a stream (-1 means no sync)", arg, s));
+    else consumer = stream_from_int(static_cast<std::uintptr_t>(s));
+  }
+  DeviceTensor exported = make_copy ? t.copy() : t;
+  if (consumer) exported.buffer()->hand_to(*consumer);
+  PyObject* capsule = nullptr;
+  if (versioned) {
+    DLManagedTensorVersioned* m =
+        export_versioned(exported.view(), make_copy ? DLPACK_FLAG_BITMASK_IS_COPIED : std::uint64_t{0});
+    capsule = PyCapsule_New(m, "dltensor_versioned", capsule_destructor);
+    if (!capsule) m->deleter(m);
+  } else {
+    DLManagedTensor* m = export_legacy(exported.view());
+    capsule = PyCapsule_New(m, "dltensor", capsule_destructor);
+    if (!capsule) m->deleter(m);
+  }
+  if (!capsule) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+py::dict tensor_cai(const TensorObject& self) {
+  const DeviceTensor& t = self.tensor;
+  const std::string typestr = typestr_of(t.view().dtype);
+  py::dict d;
+  d["shape"] = to_tuple(t.view().shape);
+  d["typestr"] = typestr;
+  py::list descr;
+  descr.append(py::make_tuple("", typestr));
+  d["descr"] = descr;
+  d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(t.view().ptr()), false);
+  d["strides"] = py::none();  // always C-contiguous
+  d["stream"] = stream_value(t.stream());
+  d["version"] = 3;
+  return d;
+}
+
+std::string tensor_repr(const TensorObject& self) {
+  const DeviceTensor& t = self.tensor;
+  return fmt::format("jitbridge.Tensor(shape={}, dtype='{}', device='{}', ptr={:#x}, stream={})",
+                     dims_text(t.view().shape), dtype_name(t.view().dtype), device_name(t.view().device),
+                     reinterpret_cast<std::uintptr_t>(t.view().ptr()), stream_to_int(t.stream()));
+}
+
+// ---- allocation through a framework's own allocator (DLPack exchange API) -----------------------------
+
+struct AllocatorError {
+  bool set = false;
+  std::string kind, message;
+};
+
+void set_allocator_error(void* ctx, const char* kind, const char* message) {
+  try {
+    auto* e = static_cast<AllocatorError*>(ctx);
+    e->set = true;
+    e->kind = kind ? kind : "";
+    e->message = message ? message : "";
+  } catch (...) {
+  }
+}
+
+struct ManagedDeleter {
+  void operator()(DLManagedTensorVersioned* m) const {
+    if (m && m->deleter) m->deleter(m);
+  }
+};
+
+// A new array of `type`'s framework, allocated by that framework (managed_tensor_allocator), on
+// `device`; zeroed on the framework's current stream when `zero`; `explicit_stream`, if any, then
+// waits for that stream. Returns the framework's own Python object.
+py::object framework_empty(PyTypeObject* type, const Dims& shape, DLDataType dtype, DLDevice device,
+                           std::optional<CUstream> explicit_stream, bool zero, const char* arg) {
+  const TypeAdapter& a = adapter_for(type);
+  if (a.protocol != Protocol::exchange_api || !a.api->managed_tensor_allocator ||
+      !a.api->managed_tensor_to_py_object_no_sync)
+    throw py::type_error(fmt::format(
+        "{}: {} has no DLPack exchange API (__dlpack_c_exchange_api__) with an allocator; jitbridge allocates "
+        "through a framework only that way (leave it out for a jitbridge.Tensor)",
+        arg, type->tp_name));
+  const DLPackExchangeAPI& api = *a.api;
+  DLTensor prototype{};
+  prototype.device = device;
+  prototype.ndim = static_cast<std::int32_t>(shape.size());
+  prototype.dtype = dtype;
+  prototype.shape = const_cast<std::int64_t*>(shape.data());
+  DLManagedTensorVersioned* raw = nullptr;
+  AllocatorError error;
+  if (api.managed_tensor_allocator(&prototype, &raw, &error, &set_allocator_error) != 0 || !raw) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    const std::string message = fmt::format("{}: the {} allocator failed: {}{}{}", arg, type->tp_name, error.kind,
+                                            error.kind.empty() ? "" : ": ", error.message);
+    if (error.kind == "MemoryError" || error.kind == "OutOfMemoryError") {
+      PyErr_SetString(PyExc_MemoryError, message.c_str());
+      throw py::error_already_set();
+    }
+    if (error.kind == "ValueError") throw py::value_error(message);
+    if (error.kind == "TypeError") throw py::type_error(message);
+    throw std::runtime_error(message);
+  }
+  std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter> managed(raw);
+  const DLTensor& t = raw->dl_tensor;
+  std::size_t bytes = itemsize(t.dtype);
+  for (std::int32_t i = 0; i < t.ndim; ++i) bytes *= static_cast<std::size_t>(t.shape[i]);
+  char* data = static_cast<char*>(t.data) + t.byte_offset;
+  if (is_cuda(t.device)) {
+    void* s = nullptr;
+    if ((zero || explicit_stream) && api.current_work_stream(kDLCUDA, t.device.device_id, &s) != 0)
+      raise_python_error(PyExc_RuntimeError, fmt::format("{}: current_work_stream failed", arg));
+    const CUstream framework = normalize_stream(static_cast<CUstream>(s));
+    if (zero && bytes) {
+      ContextGuard guard(Device::get(t.device.device_id));
+      check(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(data), 0, bytes, framework), "cuMemsetD8Async");
+    }
+    if (explicit_stream) stream_wait(t.device.device_id, *explicit_stream, framework);
+  } else if (zero && bytes) {
+    std::memset(data, 0, bytes);
+  }
+  void* out = nullptr;
+  if (api.managed_tensor_to_py_object_no_sync(managed.release(), &out) != 0 || !out)
+    raise_python_error(PyExc_RuntimeError, fmt::format("{}: managed_tensor_to_py_object_no_sync failed", arg));
+  return py::reinterpret_steal<py::object>(static_cast<PyObject*>(out));
+}
+
+py::object new_tensor(const Dims& shape, DLDataType dtype, int device, CUstream stream, bool zero, const char* arg) {
+  TensorObject out;
+  try {
+    out.tensor = DeviceTensor::empty(shape, dtype, device, stream);
+  } catch (const InteropError& e) {
+    raise_interop(InteropError(e.kind(), fmt::format("{}: {}", arg, e.what())));
+  }
+  if (zero) out.tensor.fill_zero();
+  return py::cast(std::move(out));
+}
+
+py::object empty_impl(py::handle shape_obj, py::handle dtype_obj, py::handle device_obj, py::handle stream_obj,
+                      py::handle like, bool zero) {
+  const char* fn = zero ? "zeros" : "empty";
+  const Dims shape = parse_shape(shape_obj, fmt::format("{}(shape)", fn).c_str());
+  const DLDataType dtype = parse_dtype(dtype_obj, fmt::format("{}(dtype)", fn).c_str());
+  const std::optional<DLDevice> device = parse_device(device_obj, fmt::format("{}(device)", fn).c_str());
+  const std::optional<CUstream> stream = parse_stream(stream_obj, fmt::format("{}(stream)", fn).c_str());
+  if (!like.is_none()) {
+    PyTypeObject* type = PyType_Check(like.ptr()) ? reinterpret_cast<PyTypeObject*>(like.ptr()) : Py_TYPE(like.ptr());
+    return framework_empty(type, shape, dtype, device ? *device : DLDevice{kDLCUDA, current_device()}, stream, zero,
+                           fmt::format("{}(like)", fn).c_str());
+  }
+  if (device && device->device_type != kDLCUDA)
+    throw py::value_error(fmt::format("{}(device): jitbridge allocates CUDA memory only; for host memory pass "
+                                      "like=<an array type with the DLPack exchange API>, e.g. torch.Tensor",
+                                      fn));
+  return new_tensor(shape, dtype, device ? device->device_id : current_device(), stream.value_or(CU_STREAM_LEGACY),
+                    zero, fn);
+}
+
+py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj) {
+  const char* arg = "empty_like(x)";
+  PyObject* o = x.ptr();
+  const std::optional<CUstream> explicit_stream = parse_stream(stream_obj, "empty_like(stream)");
+  const CUstream consumer = explicit_stream ? *explicit_stream : consumer_stream(py::none(), &o, 1, "stream");
+  ArrayView v;
+  if (!view_array(o, consumer, v, arg))
+    throw py::type_error(fmt::format("{}: a {} is not an array", arg, type_name(x)));
+  const DLDataType dtype = dtype_obj.is_none() ? v.dtype : parse_dtype(dtype_obj, "empty_like(dtype)");
+  const TypeAdapter& a = adapter_for(Py_TYPE(o));
+  if (a.protocol == Protocol::exchange_api && a.api->managed_tensor_allocator)
+    return framework_empty(Py_TYPE(o), v.shape, dtype, v.device, explicit_stream, false, arg);
+  if (!is_cuda(v.device))
+    throw py::value_error(fmt::format("{}: x is in {} memory; jitbridge allocates CUDA memory only (frameworks with "
+                                      "the DLPack exchange API allocate their own)",
+                                      arg, device_name(v.device)));
+  return new_tensor(v.shape, dtype, v.device.device_id, consumer, false, "empty_like");
+}
+
+}  // namespace
+
+void bind_tensors(py::module_& m) {
+  py::class_<TensorObject> cls(m, "Tensor", py::is_final(), R"(A C-contiguous CUDA array owned by jitbridge (jitbridge.empty, zeros, empty_like).
+
+Its memory is allocated in stream order (cuMemAllocAsync) on its stream and freed in stream order
+when the last owner lets go (this object, DLPack capsules handed out, views): work already queued
+that uses it stays valid. `stream` is the stream the contents are ordered on: the allocation
+stream, then the last stream it was handed to (a launch, or __dlpack__(stream=...)).
+Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
+cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
+without a copy.)");
+  register_tensor_type(reinterpret_cast<PyTypeObject*>(cls.ptr()));
+  cls.def_property_readonly("shape", [](const TensorObject& t) { return to_tuple(t.tensor.view().shape); })
+      .def_property_readonly("strides", [](const TensorObject& t) { return to_tuple(t.tensor.view().strides); },
+                             "Strides in elements.")
+      .def_property_readonly("dtype", [](const TensorObject& t) { return dtype_name(t.tensor.view().dtype); })
+      .def_property_readonly("device", [](const TensorObject& t) { return device_name(t.tensor.view().device); })
+      .def_property_readonly("ptr",
+                             [](const TensorObject& t) { return reinterpret_cast<std::uintptr_t>(t.tensor.view().ptr()); })
+      .def_property_readonly("nbytes", [](const TensorObject& t) { return t.tensor.nbytes(); })
+      .def_property_readonly("size", [](const TensorObject& t) { return t.tensor.view().size(); })
+      .def_property_readonly("ndim", [](const TensorObject& t) { return t.tensor.view().ndim(); })
+      .def_property_readonly("itemsize", [](const TensorObject& t) { return itemsize(t.tensor.view().dtype); })
+      .def_property_readonly("stream", [](const TensorObject& t) { return stream_value(t.tensor.stream()); },
+                             "The stream the contents are ordered on, as the array API writes it (1: the legacy "
+                             "default stream, 2: the per-thread one, else the handle).")
+      .def_property_readonly("__cuda_array_interface__", &tensor_cai)
+      .def("__dlpack__", &tensor_dlpack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+           R"(A DLPack capsule of this tensor (array API standard).
+
+stream: the consumer's stream (None: the legacy default stream; 1 legacy, 2 per-thread, else a
+handle; -1: no synchronisation). Unless -1, that stream waits for the tensor's stream (an event,
+no host sync), becomes the tensor's stream, and the tensor's memory is freed only after the work
+queued on it. max_version >= (1, 0) gives a versioned capsule, else a legacy one. dl_device must
+be this tensor's device (BufferError otherwise). copy=True exports a fresh copy (queued on the
+tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
+deletes it, or until the capsule itself goes if no one consumed it.)")
+      .def("__dlpack_device__",
+           [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); })
+      .def("__repr__", &tensor_repr);
+
+  m.def(
+      "empty",
+      [](py::handle shape, py::handle dtype, py::handle device, py::handle stream, py::handle like) {
+        return empty_impl(shape, dtype, device, stream, like, false);
+      },
+      py::arg("shape"), py::arg("dtype"), py::arg("device") = py::none(), py::arg("stream") = py::none(),
+      py::arg("like") = py::none(),
+      R"(An uninitialised array.
+
+Without `like`: a jitbridge.Tensor on `device` (None: the current CUDA device; an ordinal or
+'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream).
+With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
+framework allocates it (torch's caching allocator, on torch's current stream) and an object of
+that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
+framework's stream. dtype: 'float32', 'bfloat16', numpy or torch dtypes...
+Raises TypeError/ValueError for bad arguments, NoDriverError without a driver, DriverError when
+the allocation fails.)");
+  m.def(
+      "zeros",
+      [](py::handle shape, py::handle dtype, py::handle device, py::handle stream, py::handle like) {
+        return empty_impl(shape, dtype, device, stream, like, true);
+      },
+      py::arg("shape"), py::arg("dtype"), py::arg("device") = py::none(), py::arg("stream") = py::none(),
+      py::arg("like") = py::none(),
+      "As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).");
+  m.def("empty_like", &empty_like, py::arg("x"), py::arg("dtype") = py::none(), py::arg("stream") = py::none(),
+        R"(An uninitialised C-contiguous array with x's shape, device and dtype (or `dtype`).
+
+If type(x) has the DLPack exchange API (torch.Tensor), x's framework allocates it and returns its
+own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
+on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
+current stream, else the legacy default stream). ValueError for host arrays of other frameworks.)");
+}
+
+}  // namespace jitbridge::python
