@@ -14,30 +14,31 @@
 namespace jitbridge {
 namespace {
 
-struct Scalar {
-  enum Kind { signed_int, unsigned_int, floating, half, bfloat16, boolean };
-  Kind kind;
-  std::size_t size;
-};
+using Scalar = ParamPlan::Scalar;
 
-std::optional<Scalar> scalar_for(std::string_view type) {
+bool scalar_for(std::string_view type, Scalar& kind, std::size_t& size) {
   struct Entry {
     const char* spelling;
-    Scalar scalar;
+    Scalar kind;
+    std::size_t size;
   };
   static const Entry table[] = {
-      {"int", {Scalar::signed_int, 4}},           {"unsigned int", {Scalar::unsigned_int, 4}},
-      {"long", {Scalar::signed_int, 8}},          {"unsigned long", {Scalar::unsigned_int, 8}},
-      {"long long", {Scalar::signed_int, 8}},     {"unsigned long long", {Scalar::unsigned_int, 8}},
-      {"short", {Scalar::signed_int, 2}},         {"unsigned short", {Scalar::unsigned_int, 2}},
-      {"char", {Scalar::signed_int, 1}},          {"signed char", {Scalar::signed_int, 1}},
-      {"unsigned char", {Scalar::unsigned_int, 1}}, {"bool", {Scalar::boolean, 1}},
-      {"float", {Scalar::floating, 4}},           {"double", {Scalar::floating, 8}},
-      {"__half", {Scalar::half, 2}},              {"__nv_bfloat16", {Scalar::bfloat16, 2}},
+      {"int", Scalar::signed_int, 4},           {"unsigned int", Scalar::unsigned_int, 4},
+      {"long", Scalar::signed_int, 8},          {"unsigned long", Scalar::unsigned_int, 8},
+      {"long long", Scalar::signed_int, 8},     {"unsigned long long", Scalar::unsigned_int, 8},
+      {"short", Scalar::signed_int, 2},         {"unsigned short", Scalar::unsigned_int, 2},
+      {"char", Scalar::signed_int, 1},          {"signed char", Scalar::signed_int, 1},
+      {"unsigned char", Scalar::unsigned_int, 1}, {"bool", Scalar::boolean, 1},
+      {"float", Scalar::floating, 4},           {"double", Scalar::floating, 8},
+      {"__half", Scalar::half, 2},              {"__nv_bfloat16", Scalar::bfloat16, 2},
   };
   for (const Entry& e : table)
-    if (type == e.spelling) return e.scalar;
-  return std::nullopt;
+    if (type == e.spelling) {
+      kind = e.kind;
+      size = e.size;
+      return true;
+    }
+  return false;
 }
 
 std::string describe(const ArgValue& v) {
@@ -75,8 +76,8 @@ bool tensor_view_type(std::string_view type, std::string& element, int& rank, bo
   return rank > 0;
 }
 
-void check_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a, bool pointee_const,
-                 const std::string& pointee, PackResult& where) {
+void check_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a, const ParamPlan& plan,
+                 PackResult& where) {
   if (a.device.device_type != kDLCUDA && a.device.device_type != kDLCUDAManaged)
     fail(ArgumentError::Kind::value, kernel, index, p,
          fmt::format("got an array in {} memory; kernels need device memory (cuda)", device_name(a.device)));
@@ -88,17 +89,18 @@ void check_array(std::string_view kernel, std::size_t index, const Param& p, con
     where.device = a.device.device_id;
     where.first_array = static_cast<int>(index);
   }
-  if (a.readonly && !pointee_const)
+  if (a.readonly && !plan.pointee_const)
     fail(ArgumentError::Kind::value, kernel, index, p, "the array is read-only; the parameter needs a const pointee");
-  std::optional<DLDataType> want = dtype_for_pointee(pointee);
-  if (pointee == "void") return;
-  if (!want)
+  if (plan.any_dtype) return;
+  if (!plan.has_dtype)
     fail(ArgumentError::Kind::type, kernel, index, p,
-         fmt::format("got {}; a '{}*' parameter takes no array (declare it void* to pass raw memory)", describe(ArgValue{ArgValue::Kind::array, &a}), pointee));
-  const bool char_ok = pointee == "char" && (a.dtype.code == kDLUInt || a.dtype.code == kDLInt) && a.dtype.bits == 8;
-  if (!(a.dtype == *want) && !char_ok)
+         fmt::format("got {}; a '{}*' parameter takes no array (declare it void* to pass raw memory)",
+                     describe(ArgValue{ArgValue::Kind::array, &a}), plan.element));
+  const bool char_ok = plan.char_like && (a.dtype.code == kDLUInt || a.dtype.code == kDLInt) && a.dtype.bits == 8 &&
+                       a.dtype.lanes == 1;
+  if (!(a.dtype == plan.dtype) && !char_ok)
     fail(ArgumentError::Kind::type, kernel, index, p,
-         fmt::format("got a {} array; '{}*' takes {}", dtype_name(a.dtype), pointee, dtype_name(*want)));
+         fmt::format("got a {} array; '{}*' takes {}", dtype_name(a.dtype), plan.element, dtype_name(plan.dtype)));
 }
 
 template <class T>
@@ -106,11 +108,11 @@ void put(ArgBuffer& out, std::size_t index, const Param& p, T value) {
   std::memcpy(out.slot(index, p.size, p.align), &value, sizeof value);
 }
 
-void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, const Scalar& s, const ArgValue& v,
-                 ArgBuffer& out) {
+void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Scalar kind, std::size_t size,
+                 const ArgValue& v, ArgBuffer& out) {
   using K = ArgValue::Kind;
   const bool integral = v.kind == K::signed_integer || v.kind == K::unsigned_integer || v.kind == K::boolean;
-  switch (s.kind) {
+  switch (kind) {
     case Scalar::boolean:
       if (v.kind != K::boolean)
         fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; 'bool' takes True or False", describe(v)));
@@ -120,9 +122,9 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, con
     case Scalar::unsigned_int: {
       if (!integral)
         fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes an integer", describe(v), p.type));
-      const unsigned bits = static_cast<unsigned>(s.size * 8);
+      const unsigned bits = static_cast<unsigned>(size * 8);
       bool fits;
-      if (s.kind == Scalar::signed_int) {
+      if (kind == Scalar::signed_int) {
         const std::int64_t lo = bits == 64 ? INT64_MIN : -(std::int64_t{1} << (bits - 1));
         const std::int64_t hi = bits == 64 ? INT64_MAX : (std::int64_t{1} << (bits - 1)) - 1;
         fits = v.kind != K::unsigned_integer && v.i >= lo && v.i <= hi;
@@ -135,7 +137,7 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, con
         fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} does not fit in '{}'", shown, p.type));
       }
       const std::uint64_t raw = v.kind == K::unsigned_integer ? v.u : static_cast<std::uint64_t>(v.i);
-      std::memcpy(out.slot(index, p.size, p.align), &raw, s.size);  // little-endian: the low bytes
+      std::memcpy(out.slot(index, p.size, p.align), &raw, size);  // little-endian: the low bytes
       return;
     }
     default:
@@ -149,9 +151,9 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, con
     if (std::isfinite(x) && std::fabs(x) > max)
       fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} is out of range for '{}'", x, p.type));
   };
-  switch (s.kind) {
+  switch (kind) {
     case Scalar::floating:
-      if (s.size == 4) {
+      if (size == 4) {
         check_range(std::numeric_limits<float>::max());
         put(out, index, p, static_cast<float>(x));
       } else {
@@ -219,64 +221,107 @@ std::string arity_message(std::string_view kernel_name, const Signature& signatu
   return fmt::format("{}{} takes {} argument{}, {} given", kernel_name, signature.to_string(), n, n == 1 ? "" : "s", given);
 }
 
+std::vector<ParamPlan> plan_signature(const Signature& signature) {
+  std::vector<ParamPlan> out;
+  for (const Param& p : signature.params) {
+    ParamPlan plan;
+    std::string element;
+    int rank = 0;
+    bool element_const = false;
+    if (p.kind == Param::Kind::pointer) {
+      plan.kind = ParamPlan::Kind::pointer;
+      element = p.type;
+      element_const = p.is_const;
+    } else if (tensor_view_type(p.type, element, rank, element_const)) {
+      plan.kind = ParamPlan::Kind::tensor_view;
+      plan.rank = rank;
+    } else if (scalar_for(p.type, plan.scalar, plan.scalar_size)) {
+      plan.kind = ParamPlan::Kind::scalar;
+    } else {
+      plan.kind = ParamPlan::Kind::by_value;
+    }
+    if (plan.kind == ParamPlan::Kind::pointer || plan.kind == ParamPlan::Kind::tensor_view) {
+      plan.element = element;
+      plan.pointee_const = element_const;
+      plan.any_dtype = element == "void";
+      plan.char_like = element == "char";
+      if (std::optional<DLDataType> d = dtype_for_pointee(element)) {
+        plan.has_dtype = true;
+        plan.dtype = *d;
+      }
+    }
+    out.push_back(std::move(plan));
+  }
+  return out;
+}
+
 void pack_argument(std::string_view kernel, const Signature& signature, std::size_t index, const ArgValue& v,
                    ArgBuffer& out, PackResult& where) {
+  Signature one;
+  one.params.push_back(signature.params[index]);
+  std::vector<ParamPlan> plan(index + 1);
+  plan[index] = plan_signature(one)[0];
+  pack_argument(kernel, signature, plan, index, v, out, where);
+}
+
+void pack_argument(std::string_view kernel, const Signature& signature, const std::vector<ParamPlan>& plans,
+                   std::size_t index, const ArgValue& v, ArgBuffer& out, PackResult& where) {
   const Param& p = signature.params[index];
+  const ParamPlan& plan = plans[index];
   using K = ArgValue::Kind;
-  if (p.kind == Param::Kind::pointer) {
-    if (v.kind == K::null_pointer) {
-      put<void*>(out, index, p, nullptr);
+  switch (plan.kind) {
+    case ParamPlan::Kind::pointer:
+      if (v.kind == K::null_pointer) {
+        put<void*>(out, index, p, nullptr);
+        return;
+      }
+      if (v.kind != K::array)
+        fail(ArgumentError::Kind::type, kernel, index, p,
+             fmt::format("got {}; a pointer parameter takes an array (or None for NULL); wrap raw addresses "
+                         "with jitbridge.from_ptr", describe(v)));
+      check_array(kernel, index, p, *v.array, plan, where);
+      put<void*>(out, index, p, v.array->ptr());
+      return;
+    case ParamPlan::Kind::tensor_view: {
+      if (v.kind != K::array)
+        fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; a tensor view takes an array", describe(v)));
+      const ArrayView& a = *v.array;
+      check_array(kernel, index, p, a, plan, where);
+      const int rank = plan.rank;
+      if (a.ndim() != rank)
+        fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got a {}-d array; the view has rank {}", a.ndim(), rank));
+      const std::size_t want = 8 + 16 * static_cast<std::size_t>(rank);
+      if (p.size != want)
+        fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("unexpected tensor view layout ({} bytes)", p.size));
+      auto* slot = static_cast<unsigned char*>(out.slot(index, p.size, p.align));
+      void* data = a.ptr();
+      std::memcpy(slot, &data, 8);
+      std::memcpy(slot + 8, a.shape.data(), 8 * static_cast<std::size_t>(rank));
+      std::memcpy(slot + 8 + 8 * static_cast<std::size_t>(rank), a.strides.data(), 8 * static_cast<std::size_t>(rank));
       return;
     }
-    if (v.kind != K::array)
-      fail(ArgumentError::Kind::type, kernel, index, p,
-           fmt::format("got {}; a pointer parameter takes an array (or None for NULL); wrap raw addresses "
-                       "with jitbridge.from_ptr", describe(v)));
-    check_array(kernel, index, p, *v.array, p.is_const, p.type, where);
-    put<void*>(out, index, p, v.array->ptr());
-    return;
-  }
-  std::string element;
-  int rank = 0;
-  bool element_const = false;
-  if (tensor_view_type(p.type, element, rank, element_const)) {
-    if (v.kind != K::array)
-      fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; a tensor view takes an array", describe(v)));
-    const ArrayView& a = *v.array;
-    check_array(kernel, index, p, a, element_const, element, where);
-    if (a.ndim() != rank)
-      fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got a {}-d array; the view has rank {}", a.ndim(), rank));
-    const std::size_t want = 8 + 16 * static_cast<std::size_t>(rank);
-    if (p.size != want)
-      fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("unexpected tensor view layout ({} bytes)", p.size));
-    auto* slot = static_cast<unsigned char*>(out.slot(index, p.size, p.align));
-    void* data = a.ptr();
-    std::memcpy(slot, &data, 8);
-    std::memcpy(slot + 8, a.shape.data(), 8 * static_cast<std::size_t>(rank));
-    std::memcpy(slot + 8 + 8 * static_cast<std::size_t>(rank), a.strides.data(), 8 * static_cast<std::size_t>(rank));
-    return;
-  }
-  if (std::optional<Scalar> s = scalar_for(p.type)) {
-    if (v.kind == K::bytes) {
+    case ParamPlan::Kind::scalar:
+      if (v.kind == K::bytes) {
+        if (v.size != p.size)
+          fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes; the parameter has {}", v.size, p.size));
+        std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
+        return;
+      }
+      if (v.kind == K::array || v.kind == K::null_pointer)
+        fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes a scalar", describe(v), p.type));
+      pack_scalar(kernel, index, p, plan.scalar, plan.scalar_size, v, out);
+      return;
+    case ParamPlan::Kind::by_value:
+      // A struct (or any type without a scalar meaning) by value: its bytes, exactly.
+      if (v.kind != K::bytes)
+        fail(ArgumentError::Kind::type, kernel, index, p,
+             fmt::format("got {}; '{}' is passed by value: give bytes or a NumPy structured scalar of {} bytes",
+                         describe(v), p.type, p.size));
       if (v.size != p.size)
-        fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes; the parameter has {}", v.size, p.size));
+        fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes; '{}' has {} bytes", v.size, p.type, p.size));
       std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
       return;
-    }
-    if (v.kind == K::array || v.kind == K::null_pointer)
-      fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes a scalar", describe(v), p.type));
-    pack_scalar(kernel, index, p, *s, v, out);
-    return;
   }
-  // A struct (or any type without a scalar meaning) by value: its bytes, exactly.
-  if (v.kind != K::bytes)
-    fail(ArgumentError::Kind::type, kernel, index, p,
-         fmt::format("got {}; '{}' is passed by value: give bytes or a NumPy structured scalar of {} bytes", describe(v),
-                     p.type, p.size));
-  if (v.size != p.size)
-    fail(ArgumentError::Kind::value, kernel, index, p,
-         fmt::format("got {} bytes; '{}' has {} bytes", v.size, p.type, p.size));
-  std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
 }
 
 void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgBuffer& out, PackResult& where) {
@@ -292,7 +337,11 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
       if (size != 8) fail(ArgumentError::Kind::type, kernel, index, p, "a pointer needs an 8-byte parameter");
       void* ptr = nullptr;
       if (v.kind == K::array) {
-        check_array(kernel, index, p, *v.array, true, "void", where);
+        ParamPlan any;
+        any.kind = ParamPlan::Kind::pointer;
+        any.any_dtype = true;
+        any.pointee_const = true;
+        check_array(kernel, index, p, *v.array, any, where);
         ptr = v.array->ptr();
       }
       put(out, index, p, ptr);
@@ -307,14 +356,16 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
       if (size == 8) return put(out, index, p, v.f);
       fail(ArgumentError::Kind::type, kernel, index, p, "a float needs a 4- or 8-byte parameter");
     default: {
-      Scalar s{v.kind == K::unsigned_integer ? Scalar::unsigned_int : Scalar::signed_int, size};
-      if (v.kind == K::boolean) s = {Scalar::boolean, 1};
       if (size != 1 && size != 2 && size != 4 && size != 8)
         fail(ArgumentError::Kind::type, kernel, index, p, "an integer needs a 1-, 2-, 4- or 8-byte parameter");
       p.type = "integer";
       ArgValue as_int = v;
-      if (v.kind == K::boolean) as_int.kind = size == 1 ? K::boolean : K::signed_integer;
-      pack_scalar(kernel, index, p, s.kind == Scalar::boolean && size != 1 ? Scalar{Scalar::signed_int, size} : s, as_int, out);
+      Scalar kind = v.kind == K::unsigned_integer ? Scalar::unsigned_int : Scalar::signed_int;
+      if (v.kind == K::boolean) {
+        as_int.kind = size == 1 ? K::boolean : K::signed_integer;
+        kind = size == 1 ? Scalar::boolean : Scalar::signed_int;
+      }
+      pack_scalar(kernel, index, p, kind, size, as_int, out);
     }
   }
 }
@@ -341,7 +392,8 @@ void launch_detail::pack_all(const Function& function, const Slot* slots, std::s
     if (sig.params.size() != n)
       throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
     out.reset(n, buffer_bytes(sig));
-    for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, i, slots[i].value, out, where);
+    const std::vector<ParamPlan>& plan = function.plan();
+    for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, plan, i, slots[i].value, out, where);
   }
   if (where.device >= 0 && where.device != device)
     throw ArgumentError(ArgumentError::Kind::value,

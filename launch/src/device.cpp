@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -27,6 +29,11 @@ int Device::count() {
 }
 
 const Device& Device::get(int ordinal) {
+  // Lock-free once created (launches look their device up every time).
+  static std::array<std::atomic<const Device*>, 64> fast{};
+  if (ordinal >= 0 && static_cast<std::size_t>(ordinal) < fast.size()) {
+    if (const Device* d = fast[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire)) return *d;
+  }
   static std::mutex mutex;
   static std::vector<std::unique_ptr<Device>>* devices = new std::vector<std::unique_ptr<Device>>();  // never destroyed
   static int known = -1;
@@ -43,6 +50,8 @@ const Device& Device::get(int ordinal) {
                                           known, known == 1 ? "" : "s"));
     auto& slot = (*devices)[static_cast<std::size_t>(ordinal)];
     if (!slot) slot.reset(new Device(ordinal));
+    if (static_cast<std::size_t>(ordinal) < fast.size())
+      fast[static_cast<std::size_t>(ordinal)].store(slot.get(), std::memory_order_release);
     return *slot;
   }
 }
@@ -66,9 +75,9 @@ Device::Device(int ordinal) : ordinal_(ordinal) {
   l.max_shared_per_block_optin = attribute(api, device_, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   l.cooperative_launch = attribute(api, device_, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) != 0;
   l.cluster_launch = attribute(api, device_, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0;
+  arch_ = fmt::format("sm_{}{}", l.cc_major, l.cc_minor);
 }
 
-std::string Device::arch() const { return fmt::format("sm_{}{}", limits_.cc_major, limits_.cc_minor); }
 
 void Device::make_current() const {
   const DriverApi& api = driver();

@@ -44,22 +44,15 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
   if (threads > static_cast<unsigned long long>(l.max_threads_per_block))
     bad(fmt::format("block: {} threads exceed cuda:{}'s limit of {} per block", threads, device.ordinal(),
                     l.max_threads_per_block));
-  if (function.info() && function.info()->resources.known) {
-    // __launch_bounds__ and register use may lower the limit for this kernel.
-    const int kernel_max = function.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
-    if (threads > static_cast<unsigned long long>(kernel_max))
-      bad(fmt::format("block: {} threads exceed {}'s limit of {} per block (its launch bounds and registers)", threads,
-                      function.name(), kernel_max));
-  }
-  if (c.shared_mem > 0 || c.cluster.x != 0) {
-    const std::size_t static_shared =
-        function.info() && function.info()->resources.known
-            ? function.info()->resources.shared_bytes
-            : static_cast<std::size_t>(function.attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, device));
-    const std::size_t total = static_shared + c.shared_mem;
+  const Function::Limits& own = function.limits(device);  // __launch_bounds__, registers, static shared
+  if (threads > static_cast<unsigned long long>(own.max_threads_per_block))
+    bad(fmt::format("block: {} threads exceed {}'s limit of {} per block (its launch bounds and registers)", threads,
+                    function.name(), own.max_threads_per_block));
+  if (c.shared_mem > 0) {
+    const std::size_t total = own.static_shared + c.shared_mem;
     if (total > static_cast<std::size_t>(l.max_shared_per_block_optin))
       bad(fmt::format("shared_mem: {} bytes (plus {} static) exceed cuda:{}'s limit of {} bytes per block", c.shared_mem,
-                      static_shared, device.ordinal(), l.max_shared_per_block_optin));
+                      own.static_shared, device.ordinal(), l.max_shared_per_block_optin));
     if (total > kDefaultSharedLimit) function.allow_dynamic_shared(c.shared_mem, device);
   }
   if (c.cluster.x != 0) {

@@ -104,7 +104,9 @@ std::pair<CUdeviceptr, std::size_t> Module::global(std::string_view name, const 
 }
 
 Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info)
-    : module_(std::move(module)), kernel_(kernel), name_(std::move(name)), interned_(intern(name_)), info_(info) {}
+    : module_(std::move(module)), kernel_(kernel), name_(std::move(name)), interned_(intern(name_)), info_(info) {
+  if (info_ && info_->signature) plan_ = plan_signature(*info_->signature);
+}
 
 int Function::attribute(CUfunction_attribute attribute, const Device& device) const {
   int value = 0;
@@ -129,6 +131,19 @@ const std::vector<std::size_t>& Function::param_sizes() const {
   param_sizes_ = std::move(sizes);
   param_sizes_known_ = true;
   return param_sizes_;
+}
+
+const Function::Limits& Function::limits(const Device& device) const {
+  auto& slot = limits_[static_cast<std::size_t>(device.ordinal()) % limits_.size()];
+  if (const Limits* l = slot.load(std::memory_order_acquire)) return *l;
+  std::lock_guard<std::mutex> lock(limits_mutex_);
+  if (const Limits* l = slot.load(std::memory_order_acquire)) return *l;
+  auto l = std::make_unique<Limits>();
+  l->max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device);
+  l->static_shared = static_cast<std::size_t>(attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, device));
+  slot.store(l.get(), std::memory_order_release);
+  limits_storage_.push_back(std::move(l));
+  return *limits_storage_.back();
 }
 
 void Function::allow_dynamic_shared(std::size_t bytes, const Device& device) const {

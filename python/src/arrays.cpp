@@ -151,10 +151,25 @@ DLDevice exchange_device(PyObject* obj, const DLPackExchangeAPI& api, const char
   return d;
 }
 
+// The framework's current stream is asked once per (table, device) within one call of
+// consumer_stream() (a launch, an as_array): the 2nd..Nth tensor of a launch reuse it. Nothing
+// can change the framework's current stream between those, since the GIL is held throughout.
+struct StreamMemo {
+  std::uint64_t generation = 0;
+  const DLPackExchangeAPI* api = nullptr;
+  int device = -1;
+  CUstream stream = nullptr;
+};
+thread_local StreamMemo stream_memo;
+thread_local std::uint64_t stream_generation = 1;
+
 CUstream exchange_stream(const DLPackExchangeAPI& api, int device_id, const char* arg) {
+  StreamMemo& m = stream_memo;
+  if (m.generation == stream_generation && m.api == &api && m.device == device_id) return m.stream;
   void* s = nullptr;
   if (api.current_work_stream(kDLCUDA, device_id, &s) != 0) raise_producer_error(arg);
-  return normalize_stream(static_cast<CUstream>(s));
+  m = {stream_generation, &api, device_id, normalize_stream(static_cast<CUstream>(s))};
+  return m.stream;
 }
 
 void view_exchange(PyObject* obj, const DLPackExchangeAPI& api, CUstream consumer, ArrayView& view, const char* arg) {
@@ -501,6 +516,7 @@ std::optional<CUstream> framework_stream(PyObject* array, int device_id) {
 }
 
 CUstream consumer_stream(py::handle explicit_stream, PyObject* const* objs, std::size_t n, const char* arg) {
+  ++stream_generation;  // a new call: framework streams are asked afresh
   if (std::optional<CUstream> s = parse_stream(explicit_stream, arg)) return *s;
   for (std::size_t i = 0; i < n; ++i) {
     const TypeAdapter& a = adapter_for(Py_TYPE(objs[i]));

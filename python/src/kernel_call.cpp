@@ -47,6 +47,16 @@ struct ReleaseOnExit {
 void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
   ArgValue& v = s.values[i];
   v.python_type = Py_TYPE(o)->tp_name;
+  if (PyLong_CheckExact(o)) {  // the common case, without PyNumber_Index
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow && !(value == -1 && PyErr_Occurred())) {
+      v.kind = ArgValue::Kind::signed_integer;
+      v.i = value;
+      return;
+    }
+    PyErr_Clear();
+  }
   if (o == Py_None) {
     v.kind = ArgValue::Kind::null_pointer;
   } else if (PyBool_Check(o) || std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool") == 0 ||
@@ -119,8 +129,11 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
   const CUstream stream = consumer_stream(stream_obj ? py::handle(stream_obj) : py::none(), args, n, "stream");
   for (std::size_t i = 0; i < n; ++i) {
     bool is_array = false;
-    if (adapter_for(Py_TYPE(args[i])).protocol != Protocol::none || adapter_for(Py_TYPE(args[i])).instance_probe) {
-      is_array = view_array(args[i], stream, s.views[i], k.argument_name(i));
+    PyTypeObject* type = Py_TYPE(args[i]);
+    if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type && args[i] != Py_None) {
+      const TypeAdapter& a = adapter_for(type);
+      if (a.protocol != Protocol::none || a.instance_probe)
+        is_array = view_array(args[i], stream, s.views[i], k.argument_name(i));
     }
     if (is_array) {
       s.values[i].kind = ArgValue::Kind::array;
@@ -139,7 +152,7 @@ int pack(const KernelObject& k, std::size_t n, Scratch& s) {
     const Signature& sig = *k.info->signature;
     if (sig.params.size() != n) throw py::type_error(arity_message(k.name, sig, n));
     s.packed.reset(n, buffer_bytes(sig));
-    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, i, s.values[i], s.packed, where);
+    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, k.plan, i, s.values[i], s.packed, where);
   } else {
     const std::vector<std::size_t>& sizes = k.resolved().param_sizes();
     if (sizes.size() != n)
@@ -187,7 +200,7 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
   if (device < 0) device = current_device_ordinal();
   const Device& dev = Device::get(device);
   const Function& f = k.resolved();
-  if (k.module->program.program && k.module->program.program->arch != dev.arch() &&
+  if (k.checked_device != &dev && k.module->program.program && k.module->program.program->arch != dev.arch() &&
       !k.module->program.program->cubin.empty()) {
     // A cubin for another architecture would fail with a bare "no kernel image" error.
     const std::string& built = k.module->program.program->arch;
@@ -197,6 +210,7 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
       throw py::value_error(fmt::format("{}: compiled for {}, but the arrays are on cuda:{} ({}); compile with arch=None "
                                         "or arch='{}'", k.name, built, device, dev.arch(), dev.arch()));
   }
+  k.checked_device = &dev;
   validate_launch(f, config, dev);
   launch(f, config, dev, s.packed.pointers());
 }
@@ -218,6 +232,28 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
 }
 
 Dim3 parse_dim3(py::handle value, const char* what) {
+  // Fast path: small exact ints, alone or in a tuple (the common launch spellings).
+  auto small = [](PyObject* o, unsigned& out) {
+    if (!PyLong_CheckExact(o)) return false;
+    long v = PyLong_AsLong(o);
+    if (v < 1 || v > 0x7fffffffL) {
+      PyErr_Clear();
+      return false;
+    }
+    out = static_cast<unsigned>(v);
+    return true;
+  };
+  {
+    Dim3 d;
+    PyObject* o = value.ptr();
+    if (small(o, d.x)) return d;
+    if (PyTuple_CheckExact(o)) {
+      const Py_ssize_t n = PyTuple_GET_SIZE(o);
+      if (n >= 1 && n <= 3 && small(PyTuple_GET_ITEM(o, 0), d.x) && (n < 2 || small(PyTuple_GET_ITEM(o, 1), d.y)) &&
+          (n < 3 || small(PyTuple_GET_ITEM(o, 2), d.z)))
+        return d;
+    }
+  }
   auto one = [&](py::handle item, const char* axis) -> unsigned {
     if (PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr()))
       throw py::type_error(fmt::format("{}: {} must be an int, got {}", what, axis, type_name(item)));

@@ -187,6 +187,7 @@ void bind_kernels(py::module_& m) {
                                                  names.empty() ? "none" : names));
                }
                k.name = k.info->name;
+               if (k.info->signature) k.plan = plan_signature(*k.info->signature);
              }
              return k;
            }),

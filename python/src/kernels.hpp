@@ -28,6 +28,8 @@ struct KernelObject {
   std::shared_ptr<ModuleObject> module;
   std::string name;
   const Kernel* info = nullptr;             // from module->program; nullptr for file modules
+  std::vector<ParamPlan> plan;              // packing plan of info's signature
+  mutable const Device* checked_device = nullptr;  // the device the binary was last checked against
   mutable std::shared_ptr<Function> function;  // resolved at the first launch
   const Function& resolved() const;
   // "saxpy: argument 2", for error messages; made once per index (a deque keeps them in place).

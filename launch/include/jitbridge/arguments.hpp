@@ -66,6 +66,24 @@ class ArgBuffer {
 // (any dtype) and for types without a dtype (structs), which take no arrays.
 std::optional<DLDataType> dtype_for_pointee(std::string_view type);
 
+// What packing needs to know of one parameter, worked out once per signature (so a launch does
+// no string comparisons).
+struct ParamPlan {
+  enum class Kind { pointer, tensor_view, scalar, by_value };
+  enum class Scalar { signed_int, unsigned_int, floating, half, bfloat16, boolean };
+  Kind kind = Kind::by_value;
+  bool any_dtype = false;      // void*: any array
+  bool has_dtype = false;      // the pointee/element type maps to a dtype
+  bool char_like = false;      // char*: int8 or uint8
+  DLDataType dtype{};          // when has_dtype
+  bool pointee_const = false;  // const T* / Tensor<const T, N>
+  std::string element;         // pointee/element type spelling, for messages
+  int rank = 0;                // tensor views
+  Scalar scalar = Scalar::signed_int;
+  std::size_t scalar_size = 0;
+};
+std::vector<ParamPlan> plan_signature(const Signature& signature);
+
 // Where a launch happens: the arrays' device (all must agree) and the stream. Filled by pack.
 struct PackResult {
   int device = -1;             // -1: no array argument named a device
@@ -79,6 +97,9 @@ struct PackResult {
 // with range checks (2**40 into int: OverflowError; 1.5 into int: TypeError); bytes of exactly
 // the parameter's size for structs. Throws ArgumentError naming the kernel, the parameter and
 // the reason.
+void pack_argument(std::string_view kernel_name, const Signature& signature, const std::vector<ParamPlan>& plan,
+                   std::size_t index, const ArgValue& value, ArgBuffer& out, PackResult& where);
+// The same, planning the one parameter on the spot (for tests and one-off use).
 void pack_argument(std::string_view kernel_name, const Signature& signature, std::size_t index,
                    const ArgValue& value, ArgBuffer& out, PackResult& where);
 

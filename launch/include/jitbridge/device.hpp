@@ -32,7 +32,7 @@ class Device {
   CUdevice handle() const { return device_; }
   CUcontext context() const { return context_; }
   const DeviceLimits& limits() const { return limits_; }
-  std::string arch() const;  // "sm_90"
+  const std::string& arch() const { return arch_; }  // "sm_90"
 
   // Makes the primary context current on this thread if it is not already (one cheap query
   // when it is). Never synchronizes.
@@ -44,6 +44,7 @@ class Device {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   DeviceLimits limits_;
+  std::string arch_;
 };
 
 // Makes a device's context current for a scope and restores the previous one (push/pop).

@@ -5,10 +5,12 @@
 #include <array>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "jitbridge/arguments.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/jit.hpp"
 
@@ -53,11 +55,18 @@ class Function {
   const char* interned_name() const { return interned_; }  // lives for the whole process
   CUkernel handle() const { return kernel_; }
   const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
+  const std::vector<ParamPlan>& plan() const { return plan_; }  // packing plan of the signature
   const Module& module() const { return *module_; }
   // cuKernelGetAttribute on `device`.
   int attribute(CUfunction_attribute attribute, const Device& device) const;
   // Parameter sizes from the driver (cuKernelGetParamInfo), for kernels without a signature.
   const std::vector<std::size_t>& param_sizes() const;
+  // The kernel's own limits on `device` (launch bounds, static shared memory), queried once.
+  struct Limits {
+    int max_threads_per_block = 0;
+    std::size_t static_shared = 0;
+  };
+  const Limits& limits(const Device& device) const;
   // Raises the kernel's dynamic shared memory limit on `device` to `bytes` if it is lower
   // (once per value). Throws DriverError.
   void allow_dynamic_shared(std::size_t bytes, const Device& device) const;
@@ -68,9 +77,13 @@ class Function {
   std::string name_;
   const char* interned_;
   const Kernel* info_;
+  std::vector<ParamPlan> plan_;
   mutable std::vector<std::size_t> param_sizes_;
   mutable bool param_sizes_known_ = false;
   mutable std::array<std::atomic<std::size_t>, 64> shared_allowed_{};  // per device ordinal
+  mutable std::array<std::atomic<const Limits*>, 64> limits_{};        // per device ordinal, never freed
+  mutable std::vector<std::unique_ptr<Limits>> limits_storage_;
+  mutable std::mutex limits_mutex_;
 };
 
 }  // namespace jitbridge
