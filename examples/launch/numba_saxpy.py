@@ -18,5 +18,5 @@ hx = rng.standard_normal(n, dtype=np.float32)
 hy = rng.standard_normal(n, dtype=np.float32)
 x, y = cuda.to_device(hx), cuda.to_device(hy)
 saxpy((n + 255) // 256, 256, (3.0, x, y, n))
-np.testing.assert_allclose(y.copy_to_host(), 3.0 * hx + hy, rtol=1e-6)
+np.testing.assert_allclose(y.copy_to_host(), 3.0 * hx + hy, rtol=1e-5, atol=1e-6)  # the GPU fuses a*x+y
 print("numba_saxpy: ok")

@@ -39,11 +39,11 @@ const char* last_launched_kernel(int ordinal) {
 void validate_launch(const Function& function, const LaunchConfig& c, const Device& device) {
   const DeviceLimits& l = device.limits();
   check_dims("grid", c.grid, l.max_grid_dim, device);
-  check_dims("block", c.block, l.max_block_dim, device);
   const unsigned long long threads = c.block.count();
   if (threads > static_cast<unsigned long long>(l.max_threads_per_block))
     bad(fmt::format("block: {} threads exceed cuda:{}'s limit of {} per block", threads, device.ordinal(),
                     l.max_threads_per_block));
+  check_dims("block", c.block, l.max_block_dim, device);
   const Function::Limits& own = function.limits(device);  // __launch_bounds__, registers, static shared
   if (threads > static_cast<unsigned long long>(own.max_threads_per_block))
     bad(fmt::format("block: {} threads exceed {}'s limit of {} per block (its launch bounds and registers)", threads,

@@ -537,6 +537,52 @@ std::string view_repr(const ArrayViewObject& v) {
                      v.view.readonly ? ", readonly=True" : "");
 }
 
+// An owner that holds a Python reference; dropping it takes the GIL (DLPack deleters may run
+// on any thread) and does nothing once the interpreter is gone.
+std::shared_ptr<void> python_owner(py::handle obj) {
+  PyObject* o = obj.ptr();
+  Py_INCREF(o);
+  return std::shared_ptr<void>(o, [](void* p) {
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(p));
+    PyGILState_Release(g);
+  });
+}
+
+py::object view_dlpack_export(py::object self, py::handle stream, py::handle max_version, py::handle dl_device,
+                              py::handle copy) {
+  const ArrayViewObject& v = self.cast<const ArrayViewObject&>();
+  const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, v.view.device, "ArrayView.__dlpack__");
+  if (r.copy) throw py::buffer_error("ArrayView.__dlpack__: a view cannot copy (copy=True); export it with copy=None");
+  if (r.consumer && is_cuda(v.view.device) && *r.consumer != v.stream)
+    stream_wait(v.view.device.device_id, *r.consumer, v.stream);
+  ArrayView exported = v.view;
+  exported.owner = python_owner(self);  // the view object, which holds the producer
+  return dlpack_capsule(exported, r.versioned, v.view.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : std::uint64_t{0});
+}
+
+py::dict view_cai_export(const ArrayViewObject& v) {
+  if (!is_cuda(v.view.device))
+    throw py::attribute_error(fmt::format("a view of {} memory has no __cuda_array_interface__", device_name(v.view.device)));
+  const std::string typestr = typestr_of(v.view.dtype);
+  const std::int64_t item = static_cast<std::int64_t>(itemsize(v.view.dtype));
+  py::dict d;
+  d["shape"] = to_tuple(v.view.shape);
+  d["typestr"] = typestr;
+  d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(v.view.ptr()), v.view.readonly);
+  if (v.view.is_c_contiguous()) {
+    d["strides"] = py::none();
+  } else {
+    py::tuple strides(v.view.strides.size());
+    for (std::size_t i = 0; i < v.view.strides.size(); ++i) strides[i] = v.view.strides[i] * item;
+    d["strides"] = strides;
+  }
+  d["stream"] = stream_value(v.stream);
+  d["version"] = 3;
+  return d;
+}
+
 ArrayViewObject as_array(py::handle obj, py::handle stream) {
   ArrayViewObject out;
   PyObject* o = obj.ptr();
@@ -618,6 +664,11 @@ array API writes it: 1 is the legacy default stream, 2 the per-thread one).)");
            [](const ArrayViewObject& v) {
              return py::make_tuple(static_cast<int>(v.view.device.device_type), v.view.device.device_id);
            })
+      .def("__dlpack__", &view_dlpack_export, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+           "Export the viewed memory (no copy; copy=True raises BufferError). The exported tensor keeps this "
+           "view, and so its producer, alive; `stream` waits for the view's stream.")
+      .def_property_readonly("__cuda_array_interface__", &view_cai_export)
       .def("__repr__", &view_repr);
 
   m.def("as_array", &as_array, py::arg("obj"), py::arg("stream") = py::none(),

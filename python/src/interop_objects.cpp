@@ -1,5 +1,6 @@
 // interop_objects.cpp — the registered ArrayView/Tensor types, InteropError translation and the dtype, shape and device parsers.
 #include "interop_objects.hpp"
+#include "jitbridge/dlpack_export.hpp"
 
 #include <fmt/format.h>
 
@@ -192,6 +193,76 @@ std::string dims_text(const Dims& dims) {
   std::string out = "(";
   for (std::size_t i = 0; i < dims.size(); ++i) out += fmt::format(i ? ", {}" : "{}", dims[i]);
   return out + (dims.size() == 1 ? ",)" : ")");
+}
+
+namespace {
+
+// A capsule we made: its tensor is deleted here only if no consumer took it (renamed it used_…).
+void capsule_destructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (m && m->deleter) m->deleter(m);
+  } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (m && m->deleter) m->deleter(m);
+  }
+}
+
+std::int64_t small_int(py::handle v, const char* arg, const char* what) {
+  if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
+    throw py::type_error(fmt::format("{}: {} must be an int, got a {}", arg, what, type_name(v)));
+  return v.cast<std::int64_t>();
+}
+
+}  // namespace
+
+DlpackRequest parse_dlpack_request(py::handle stream, py::handle max_version, py::handle dl_device, py::handle copy,
+                                   DLDevice device, const char* arg) {
+  DlpackRequest r;
+  if (!dl_device.is_none()) {
+    if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
+      throw py::type_error(fmt::format("{}: dl_device must be a (device_type, device_id) tuple", arg));
+    const std::int64_t type = small_int(PyTuple_GET_ITEM(dl_device.ptr(), 0), arg, "dl_device[0]");
+    const std::int64_t id = small_int(PyTuple_GET_ITEM(dl_device.ptr(), 1), arg, "dl_device[1]");
+    if (type != device.device_type || id != device.device_id)
+      throw py::buffer_error(fmt::format("{}: dl_device=({}, {}) was asked for, but the array is on {} = ({}, {}); "
+                                         "jitbridge does not copy across devices",
+                                         arg, type, id, device_name(device), static_cast<int>(device.device_type),
+                                         device.device_id));
+  }
+  if (!max_version.is_none()) {
+    if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
+      throw py::type_error(fmt::format("{}: max_version must be a (major, minor) tuple", arg));
+    r.versioned = small_int(PyTuple_GET_ITEM(max_version.ptr(), 0), arg, "max_version[0]") >= 1;
+  }
+  if (!copy.is_none()) {
+    if (!PyBool_Check(copy.ptr())) throw py::type_error(fmt::format("{}: copy must be None, True or False", arg));
+    r.copy = copy.ptr() == Py_True;
+  }
+  // The consumer's stream (array API): None is the legacy default stream, -1 asks for no sync.
+  r.consumer = CU_STREAM_LEGACY;
+  if (!stream.is_none()) {
+    const std::int64_t s = small_int(stream, arg, "stream");
+    if (s == -1) r.consumer.reset();
+    else if (s < 0) throw py::value_error(fmt::format("{}: stream {} is not a stream (-1 means no sync)", arg, s));
+    else r.consumer = stream_from_int(static_cast<std::uintptr_t>(s));
+  }
+  return r;
+}
+
+py::object dlpack_capsule(const ArrayView& view, bool versioned, std::uint64_t flags) {
+  PyObject* capsule = nullptr;
+  if (versioned) {
+    DLManagedTensorVersioned* m = export_versioned(view, flags);
+    capsule = PyCapsule_New(m, "dltensor_versioned", capsule_destructor);
+    if (!capsule) m->deleter(m);
+  } else {
+    DLManagedTensor* m = export_legacy(view);
+    capsule = PyCapsule_New(m, "dltensor", capsule_destructor);
+    if (!capsule) m->deleter(m);
+  }
+  if (!capsule) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(capsule);
 }
 
 }  // namespace jitbridge::python

@@ -54,7 +54,22 @@ std::optional<DLDevice> parse_device(py::handle device, const char* arg);
 
 // Python values of view fields.
 py::tuple to_tuple(const Dims& dims);
-py::int_ stream_value(CUstream stream);  // 1 for the legacy default stream, 2 per-thread, else the handle
+py::int_ stream_value(CUstream stream);
+
+// What a __dlpack__(stream, max_version, dl_device, copy) call asks of an array on `device`:
+// `consumer` is the stream to order the data on (nullopt: -1, no sync), `versioned` a
+// DLManagedTensorVersioned capsule, `copy` a copy. Throws TypeError/ValueError, and BufferError for
+// a dl_device other than `device` (jitbridge does not copy across devices). `arg` names the method.
+struct DlpackRequest {
+  std::optional<CUstream> consumer;
+  bool versioned = false;
+  bool copy = false;
+};
+DlpackRequest parse_dlpack_request(py::handle stream, py::handle max_version, py::handle dl_device, py::handle copy,
+                                   DLDevice device, const char* arg);
+// A "dltensor_versioned" (or legacy "dltensor") capsule over `view`; its tensor holds a copy of
+// view (and so view.owner) until the consumer deletes it, or the capsule does if never consumed.
+py::object dlpack_capsule(const ArrayView& view, bool versioned, std::uint64_t flags);  // 1 for the legacy default stream, 2 per-thread, else the handle
 std::string dims_text(const Dims& dims);  // "(2, 3)", "(4,)", "()"
 
 // Testing and benchmark helpers of jitbridge._core (interop_testing.cpp), bound by bind_arrays.

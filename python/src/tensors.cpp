@@ -14,72 +14,13 @@ namespace {
 
 bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
 
-// A capsule we made: its tensor is deleted here only if no consumer took it (renamed it used_…).
-void capsule_destructor(PyObject* capsule) {
-  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
-    if (m && m->deleter) m->deleter(m);
-  } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-    if (m && m->deleter) m->deleter(m);
-  }
-}
-
-std::int64_t small_int(py::handle v, const char* arg, const char* what) {
-  if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
-    throw py::type_error(fmt::format("{}: {} must be an int, got a {}", arg, what, type_name(v)));
-  return v.cast<std::int64_t>();
-}
-
 py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle max_version, py::handle dl_device,
                          py::handle copy) {
-  const char* arg = "Tensor.__dlpack__";
   const DeviceTensor& t = self.tensor;
-  if (!dl_device.is_none()) {
-    if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
-      throw py::type_error(fmt::format("{}: dl_device must be a (device_type, device_id) tuple", arg));
-    const std::int64_t type = small_int(PyTuple_GET_ITEM(dl_device.ptr(), 0), arg, "dl_device[0]");
-    const std::int64_t id = small_int(PyTuple_GET_ITEM(dl_device.ptr(), 1), arg, "dl_device[1]");
-    if (type != kDLCUDA || id != t.device())
-      throw py::buffer_error(fmt::format("{}: dl_device=({}, {}) was asked for, but the tensor is on {} = ({}, {}); "
-                                         "jitbridge does not copy across devices",
-                                         arg, type, id, device_name(t.view().device), static_cast<int>(kDLCUDA),
-                                         t.device()));
-  }
-  bool versioned = false;
-  if (!max_version.is_none()) {
-    if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
-      throw py::type_error(fmt::format("{}: max_version must be a (major, minor) tuple", arg));
-    versioned = small_int(PyTuple_GET_ITEM(max_version.ptr(), 0), arg, "max_version[0]") >= 1;
-  }
-  bool make_copy = false;
-  if (!copy.is_none()) {
-    if (!PyBool_Check(copy.ptr())) throw py::type_error(fmt::format("{}: copy must be None, True or False", arg));
-    make_copy = copy.ptr() == Py_True;
-  }
-  // The consumer's stream (array API): None is the legacy default stream, -1 asks for no sync.
-  std::optional<CUstream> consumer = CU_STREAM_LEGACY;
-  if (!stream.is_none()) {
-    const std::int64_t s = small_int(stream, arg, "stream");
-    if (s == -1) consumer.reset();
-    else if (s < 0) throw py::value_error(fmt::format("{}: stream {} is not a stream (-1 means no sync)", arg, s));
-    else consumer = stream_from_int(static_cast<std::uintptr_t>(s));
-  }
-  DeviceTensor exported = make_copy ? t.copy() : t;
-  if (consumer) exported.buffer()->hand_to(*consumer);
-  PyObject* capsule = nullptr;
-  if (versioned) {
-    DLManagedTensorVersioned* m =
-        export_versioned(exported.view(), make_copy ? DLPACK_FLAG_BITMASK_IS_COPIED : std::uint64_t{0});
-    capsule = PyCapsule_New(m, "dltensor_versioned", capsule_destructor);
-    if (!capsule) m->deleter(m);
-  } else {
-    DLManagedTensor* m = export_legacy(exported.view());
-    capsule = PyCapsule_New(m, "dltensor", capsule_destructor);
-    if (!capsule) m->deleter(m);
-  }
-  if (!capsule) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(capsule);
+  const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, t.view().device, "Tensor.__dlpack__");
+  DeviceTensor exported = r.copy ? t.copy() : t;
+  if (r.consumer) exported.buffer()->hand_to(*r.consumer);
+  return dlpack_capsule(exported.view(), r.versioned, r.copy ? DLPACK_FLAG_BITMASK_IS_COPIED : std::uint64_t{0});
 }
 
 py::dict tensor_cai(const TensorObject& self) {

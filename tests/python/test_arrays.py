@@ -647,3 +647,39 @@ def test_refused_inputs_leak_no_references():
                 jitbridge.as_array(obj)
         gc.collect()
         assert (sys.getrefcount(obj), sys.getrefcount(iface), sys.getrefcount(cap), sys.getrefcount(used_cap)) == counts
+
+
+def test_array_views_export_dlpack_and_keep_their_producer_alive():
+    import gc
+    import weakref
+
+    base = np.arange(12.0).reshape(3, 4)
+    view = jitbridge.as_array(base[:, ::2])
+    out = np.from_dlpack(view)
+    assert np.shares_memory(out, base)
+    np.testing.assert_array_equal(out, base[:, ::2])
+    capsule = view.__dlpack__(max_version=(1, 0))
+    ref = weakref.ref(view)
+    del view
+    gc.collect()
+    assert ref() is not None        # the unconsumed capsule and `out` still hold the view
+    del capsule
+    gc.collect()
+    assert ref() is not None        # `out` still does
+    del out
+    gc.collect()
+    assert ref() is None            # and the last holder releases it
+
+
+def test_array_view_dlpack_errors_and_cuda_array_interface():
+    v = jitbridge.from_ptr(0x10000, (2, 3), "float32", device="cuda:0", strides=(1, 2))
+    cai = v.__cuda_array_interface__
+    assert cai["data"] == (0x10000, False)
+    assert cai["strides"] == (4, 8)
+    assert cai["typestr"] == "<f4" and cai["version"] == 3
+    with pytest.raises(BufferError, match="cannot copy"):
+        v.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="does not copy across devices"):
+        v.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(AttributeError, match="cpu memory has no __cuda_array_interface__"):
+        jitbridge.as_array(np.zeros(3)).__cuda_array_interface__
