@@ -72,10 +72,10 @@ Dims contiguous_strides(const Dims& shape) {
   return s;
 }
 
-ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner, std::string_view arg) {
+void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& v, std::string_view arg) {
   if (t.ndim < 0) fail(InteropError::Kind::value, arg, fmt::format("ndim is negative ({})", t.ndim));
   if (t.ndim > 0 && !t.shape) fail(InteropError::Kind::value, arg, "shape is NULL");
-  ArrayView v;
+  v.owner.reset();
   v.data = t.data;
   v.byte_offset = t.byte_offset;
   v.device = t.device;
@@ -87,6 +87,11 @@ ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<v
   if (v.dtype.lanes == 0) fail(InteropError::Kind::value, arg, "dtype has 0 lanes");
   check_extent(v, arg);
   if (!v.data && v.size() != 0) fail(InteropError::Kind::value, arg, "data is NULL but the array is not empty");
+}
+
+ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner, std::string_view arg) {
+  ArrayView v;
+  fill_from_dltensor(t, readonly, v, arg);
   v.owner = std::move(owner);
   return v;
 }

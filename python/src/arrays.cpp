@@ -138,10 +138,24 @@ AdapterCache& adapter_cache() {
 
 // ---- the protocols ---------------------------------------------------------------------------
 
+// Counts consumer_stream() calls: memos below are valid within one call only.
+thread_local std::uint64_t stream_generation = 1;
+
+// The DLTensor of the object framework_stream() looked at last, kept for view_exchange() within the
+// same consumer_stream() call, so the first array of a launch is asked once, not twice. Its shape
+// and strides stay valid meanwhile: the GIL is held and no Python code runs in between.
+struct FirstTensorMemo {
+  std::uint64_t generation = 0;
+  PyObject* obj = nullptr;
+  DLTensor tensor{};
+};
+thread_local FirstTensorMemo first_tensor_memo;
+
 DLDevice exchange_device(PyObject* obj, const DLPackExchangeAPI& api, const char* arg) {
   if (api.dltensor_from_py_object_no_sync) {
     DLTensor t{};
     if (api.dltensor_from_py_object_no_sync(obj, &t) != 0) raise_producer_error(arg);
+    first_tensor_memo = {stream_generation, obj, t};
     return t.device;
   }
   DLManagedTensorVersioned* m = nullptr;
@@ -161,7 +175,6 @@ struct StreamMemo {
   CUstream stream = nullptr;
 };
 thread_local StreamMemo stream_memo;
-thread_local std::uint64_t stream_generation = 1;
 
 CUstream exchange_stream(const DLPackExchangeAPI& api, int device_id, const char* arg) {
   StreamMemo& m = stream_memo;
@@ -174,9 +187,14 @@ CUstream exchange_stream(const DLPackExchangeAPI& api, int device_id, const char
 
 void view_exchange(PyObject* obj, const DLPackExchangeAPI& api, CUstream consumer, ArrayView& view, const char* arg) {
   if (api.dltensor_from_py_object_no_sync) {
-    DLTensor t;
-    if (api.dltensor_from_py_object_no_sync(obj, &t) != 0) raise_producer_error(arg);
-    view = view_from_dltensor(t, false, nullptr, arg);
+    const FirstTensorMemo& memo = first_tensor_memo;
+    if (memo.generation == stream_generation && memo.obj == obj) {
+      fill_from_dltensor(memo.tensor, false, view, arg);
+    } else {
+      DLTensor t;
+      if (api.dltensor_from_py_object_no_sync(obj, &t) != 0) raise_producer_error(arg);
+      fill_from_dltensor(t, false, view, arg);
+    }
   } else {
     DLManagedTensorVersioned* m = nullptr;
     if (api.managed_tensor_from_py_object_no_sync(obj, &m) != 0) raise_producer_error(arg);

@@ -98,6 +98,10 @@ struct ArrayView {
 ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner,
                              std::string_view arg);
 
+// The same, filling `view` in place (no temporaries: the launch path views every argument this
+// way). view.owner is reset; set it afterwards if the view must own something.
+void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& view, std::string_view arg);
+
 // A view from __cuda_array_interface__ fields already taken out of the dict. `strides_bytes`
 // empty means C-contiguous. Throws InteropError naming `arg`.
 ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std::int64_t>& shape,
