@@ -113,11 +113,16 @@ TypeAdapter make_adapter(PyTypeObject* type) {
     a.protocol = Protocol::jitbridge;
     return a;
   }
+  a.cupy = is_cupy_type(type);
   if ((a.api = exchange_api_of(type))) a.protocol = Protocol::exchange_api;
+  // CuPy arrays go through __cuda_array_interface__ although they also speak __dlpack__: CuPy
+  // 14.2's DLPack export gets negative strides wrong (it divides the byte stride by the item size
+  // as an unsigned number: -4 bytes of float16 arrive as 2**63 - 2 elements), while its CAI
+  // carries them right, in bytes. CAI is also the cheaper of the two per call.
+  else if (a.cupy && type_has(type, names().cai)) a.protocol = Protocol::cuda_array_interface;
   else if (type_has(type, names().dlpack)) a.protocol = Protocol::dlpack;
   else if (type_has(type, names().cai)) a.protocol = Protocol::cuda_array_interface;
   else a.instance_probe = type->tp_dictoffset != 0;
-  a.cupy = is_cupy_type(type);
   return a;
 }
 
