@@ -18,13 +18,14 @@ using detail::KernelCandidate;
 using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
-constexpr const char* kKeyVersion = "jitbridge-cache-key-3";
+constexpr const char* kKeyVersion = "jitbridge-cache-key-4";
 
 std::string cache_key(std::string_view source, const CompileOptions& options,
                       const std::vector<std::string>& nvrtc_options) {
   detail::Hasher h;
   h.field(kKeyVersion).field(JITBRIDGE_VERSION);
   h.field(static_cast<std::uint64_t>(nvrtc_version().first)).field(static_cast<std::uint64_t>(nvrtc_version().second));
+  h.field(nvrtc_library());
   h.field(options.program_name).field(source).field(static_cast<std::uint64_t>(options.ptx));
   h.field(static_cast<std::uint64_t>(nvrtc_options.size()));
   for (const std::string& o : nvrtc_options) h.field(o);
@@ -203,6 +204,10 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   program->cubin = std::move(pass.cubin);
   if (options.ptx || program->cubin.empty()) program->ptx = std::move(pass.ptx);
   std::map<std::string, Resources> resources = detail::parse_ptxas_info(pass.log, &program->log);
+  // Some NVRTC builds (the one PyTorch's wheels ship, seen with 13.0) print no ptxas lines; the
+  // cubin records the same numbers, spills excepted.
+  const std::map<std::string, Resources> recorded =
+      program->cubin.empty() ? std::map<std::string, Resources>{} : detail::cubin_resources(program->cubin);
   while (!program->log.empty() && program->log.back() == '\n') program->log.pop_back();
   for (const std::string& e : options.name_expressions) program->lowered_names.emplace_back(e, pass.lowered[e]);
 
@@ -239,9 +244,13 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       probe_for_symbol.emplace(symbol, probe);
       missing_probes.push_back(probe);
     }
-    if (auto it = resources.find(symbol); it != resources.end()) k.resources = it->second;
-    if (k.resources.known && k.resources.const_bytes == 0)  // newer ptxas no longer prints cmem[0]
-      k.resources.const_bytes = detail::cubin_section_size(program->cubin, ".nv.constant0." + symbol);
+    if (auto it = resources.find(symbol); it != resources.end()) {
+      k.resources = it->second;
+    } else if (auto rec = recorded.find(symbol); rec != recorded.end()) {
+      k.resources = rec->second;
+    }
+    if (auto rec = recorded.find(symbol); rec != recorded.end() && k.resources.const_bytes == 0)
+      k.resources.const_bytes = rec->second.const_bytes;  // newer ptxas no longer prints cmem[0]
     program->kernels.push_back(std::move(k));
   }
 

@@ -1,4 +1,5 @@
-// cubin_elf.cpp — lists the kernels (entry functions) in a cubin by reading its ELF symbol table.
+// cubin_elf.cpp — reads a cubin's ELF image: its kernels (entry functions) and the resources the
+// compiler recorded for each (.nv.info attributes and per-kernel shared/constant sections).
 #include <elf.h>
 
 #include <cstring>
@@ -11,52 +12,146 @@ namespace {
 
 // NVIDIA marks kernel entry symbols with this st_other bit (STO_CUDA_ENTRY).
 constexpr unsigned char kCudaEntry = 0x10;
+// .nv.info attribute formats and the attributes read here (as cuobjdump names them).
+constexpr unsigned char kFormatNone = 0x01, kFormatByte = 0x02, kFormatHalf = 0x03, kFormatSized = 0x04;
+constexpr unsigned char kAttrRegCount = 0x2f;     // EIATTR_REGCOUNT: {symbol, registers}
+constexpr unsigned char kAttrFrameSize = 0x11;    // EIATTR_FRAME_SIZE: {symbol, bytes}
+constexpr unsigned char kAttrNumBarriers = 0x4c;  // EIATTR_NUM_BARRIERS (per kernel, byte value)
+// Since sm_90 a kernel's .nv.shared section also spans the 1 KiB the hardware reserves per block,
+// marked by a .nv.shared.reserved.0 section; ptxas's "bytes smem" excludes it.
+constexpr std::size_t kReservedShared = 1024;
 
 template <class T>
 T read_at(std::string_view image, std::size_t offset) {
-  if (offset > image.size() || image.size() - offset < sizeof(T))
-    throw std::runtime_error("cubin is truncated");
+  if (offset > image.size() || image.size() - offset < sizeof(T)) throw std::runtime_error("cubin is truncated");
   T value;
   std::memcpy(&value, image.data() + offset, sizeof(T));
   return value;
 }
 
+class Elf {
+ public:
+  explicit Elf(std::string_view image) : image_(image) {
+    ehdr_ = read_at<Elf64_Ehdr>(image, 0);
+    if (std::memcmp(ehdr_.e_ident, ELFMAG, SELFMAG) != 0 || ehdr_.e_ident[EI_CLASS] != ELFCLASS64)
+      throw std::runtime_error("not a 64-bit ELF cubin");
+  }
+  unsigned sections() const { return ehdr_.e_shnum; }
+  Elf64_Shdr section(unsigned i) const {
+    return read_at<Elf64_Shdr>(image_, ehdr_.e_shoff + std::size_t{i} * ehdr_.e_shentsize);
+  }
+  std::string_view string(const Elf64_Shdr& table, std::size_t offset) const {
+    std::size_t at = table.sh_offset + offset;
+    if (at >= image_.size()) throw std::runtime_error("cubin string out of range");
+    return {image_.data() + at, ::strnlen(image_.data() + at, image_.size() - at)};
+  }
+  std::string_view section_name(const Elf64_Shdr& s) const { return string(section(ehdr_.e_shstrndx), s.sh_name); }
+  std::string_view contents(const Elf64_Shdr& s) const {
+    if (s.sh_type == SHT_NOBITS) return {};
+    if (s.sh_offset > image_.size() || image_.size() - s.sh_offset < s.sh_size)
+      throw std::runtime_error("cubin section out of range");
+    return image_.substr(s.sh_offset, s.sh_size);
+  }
+  // Symbol names by index, and the entry functions among them in table order.
+  void symbols(std::vector<std::string>& names, std::vector<std::string>* entries) const {
+    for (unsigned i = 0; i < sections(); ++i) {
+      Elf64_Shdr sh = section(i);
+      if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
+      Elf64_Shdr strtab = section(sh.sh_link);
+      for (std::size_t k = 0; k < sh.sh_size / sh.sh_entsize; ++k) {
+        auto sym = read_at<Elf64_Sym>(image_, sh.sh_offset + k * sh.sh_entsize);
+        names.emplace_back(string(strtab, sym.st_name));
+        if (entries && ELF64_ST_TYPE(sym.st_info) == STT_FUNC && (sym.st_other & kCudaEntry))
+          entries->push_back(names.back());
+      }
+    }
+  }
+
+ private:
+  std::string_view image_;
+  Elf64_Ehdr ehdr_;
+};
+
+// Calls f(attribute, payload) for each entry of a .nv.info section.
+template <class F>
+void for_each_attribute(std::string_view info, F&& f) {
+  std::size_t p = 0;
+  while (p + 4 <= info.size()) {
+    const auto format = static_cast<unsigned char>(info[p]);
+    const auto attribute = static_cast<unsigned char>(info[p + 1]);
+    if (format == kFormatSized) {
+      std::uint16_t size = read_at<std::uint16_t>(info, p + 2);
+      if (p + 4 + size > info.size()) return;
+      f(attribute, info.substr(p + 4, size));
+      p += 4 + size;
+    } else if (format == kFormatHalf || format == kFormatByte || format == kFormatNone) {
+      f(attribute, info.substr(p + 2, 2));
+      p += 4;
+    } else {
+      return;  // an encoding this reader does not know: stop rather than misread
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> cubin_kernels(std::string_view cubin) {
-  auto ehdr = read_at<Elf64_Ehdr>(cubin, 0);
-  if (std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_ident[EI_CLASS] != ELFCLASS64)
-    throw std::runtime_error("not a 64-bit ELF cubin");
-  std::vector<std::string> out;
-  for (unsigned i = 0; i < ehdr.e_shnum; ++i) {
-    auto sh = read_at<Elf64_Shdr>(cubin, ehdr.e_shoff + std::size_t{i} * ehdr.e_shentsize);
-    if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
-    auto strtab = read_at<Elf64_Shdr>(cubin, ehdr.e_shoff + std::size_t{sh.sh_link} * ehdr.e_shentsize);
-    for (std::size_t k = 0; k < sh.sh_size / sh.sh_entsize; ++k) {
-      auto sym = read_at<Elf64_Sym>(cubin, sh.sh_offset + k * sh.sh_entsize);
-      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || !(sym.st_other & kCudaEntry)) continue;
-      std::size_t at = strtab.sh_offset + sym.st_name;
-      if (at >= cubin.size()) throw std::runtime_error("cubin symbol name out of range");
-      std::size_t len = ::strnlen(cubin.data() + at, cubin.size() - at);
-      out.emplace_back(cubin.data() + at, len);
-    }
-  }
-  return out;
+  Elf elf(cubin);
+  std::vector<std::string> names, entries;
+  elf.symbols(names, &entries);
+  return entries;
 }
 
 std::size_t cubin_section_size(std::string_view cubin, std::string_view section) {
-  auto ehdr = read_at<Elf64_Ehdr>(cubin, 0);
-  if (std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_ident[EI_CLASS] != ELFCLASS64)
-    throw std::runtime_error("not a 64-bit ELF cubin");
-  auto names = read_at<Elf64_Shdr>(cubin, ehdr.e_shoff + std::size_t{ehdr.e_shstrndx} * ehdr.e_shentsize);
-  for (unsigned i = 0; i < ehdr.e_shnum; ++i) {
-    auto sh = read_at<Elf64_Shdr>(cubin, ehdr.e_shoff + std::size_t{i} * ehdr.e_shentsize);
-    std::size_t at = names.sh_offset + sh.sh_name;
-    if (at >= cubin.size()) continue;
-    std::string_view name(cubin.data() + at, ::strnlen(cubin.data() + at, cubin.size() - at));
-    if (name == section) return sh.sh_size;
+  Elf elf(cubin);
+  for (unsigned i = 0; i < elf.sections(); ++i) {
+    Elf64_Shdr sh = elf.section(i);
+    if (elf.section_name(sh) == section) return sh.sh_size;
   }
   return 0;
+}
+
+std::map<std::string, Resources> cubin_resources(std::string_view cubin) {
+  Elf elf(cubin);
+  std::vector<std::string> names, entries;
+  elf.symbols(names, &entries);
+  std::map<std::string, Resources> out;
+  for (const std::string& k : entries) out[k].known = true;
+  bool reserved_shared = false;
+  for (unsigned i = 0; i < elf.sections(); ++i)
+    reserved_shared = reserved_shared || elf.section_name(elf.section(i)) == ".nv.shared.reserved.0";
+  for (unsigned i = 0; i < elf.sections(); ++i) {
+    Elf64_Shdr sh = elf.section(i);
+    std::string_view name = elf.section_name(sh);
+    if (name == ".nv.info") {
+      for_each_attribute(elf.contents(sh), [&](unsigned char attribute, std::string_view payload) {
+        if ((attribute != kAttrRegCount && attribute != kAttrFrameSize) || payload.size() != 8) return;
+        auto symbol = read_at<std::uint32_t>(payload, 0);
+        auto value = read_at<std::uint32_t>(payload, 4);
+        if (symbol >= names.size()) return;
+        auto it = out.find(names[symbol]);
+        if (it == out.end()) return;
+        if (attribute == kAttrRegCount) it->second.registers = static_cast<int>(value);
+        else it->second.local_bytes = value;
+      });
+    } else if (name.substr(0, 9) == ".nv.info.") {
+      auto it = out.find(std::string(name.substr(9)));
+      if (it == out.end()) continue;
+      for_each_attribute(elf.contents(sh), [&](unsigned char attribute, std::string_view payload) {
+        if (attribute == kAttrNumBarriers) it->second.barriers = static_cast<unsigned char>(payload[0]);
+      });
+    } else if (name.substr(0, 11) == ".nv.shared." && name != ".nv.shared.reserved.0") {
+      auto it = out.find(std::string(name.substr(11)));
+      if (it == out.end()) continue;
+      std::size_t bytes = sh.sh_size;
+      if (reserved_shared && bytes >= kReservedShared) bytes -= kReservedShared;
+      it->second.shared_bytes = bytes;
+    } else if (name.substr(0, 14) == ".nv.constant0.") {
+      auto it = out.find(std::string(name.substr(14)));
+      if (it != out.end()) it->second.const_bytes = sh.sh_size;
+    }
+  }
+  return out;
 }
 
 }  // namespace jitbridge::detail

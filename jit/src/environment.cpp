@@ -64,6 +64,19 @@ std::pair<int, int> nvrtc_version() {
   return version;
 }
 
+const std::string& nvrtc_library() {
+  static const std::string identity = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) || !info.dli_fname) return std::string("unknown");
+    std::string path = canonical(info.dli_fname);
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return path;
+    return fmt::format("{} ({} bytes, mtime {})", path, static_cast<long long>(st.st_size),
+                       static_cast<long long>(st.st_mtim.tv_sec));
+  }();
+  return identity;
+}
+
 const std::vector<std::string>& toolkit_include_dirs() {
   static const std::vector<std::string> dirs = find_toolkit_include_dirs();
   return dirs;

@@ -51,6 +51,10 @@ std::vector<std::string> cubin_kernels(std::string_view cubin);
 // Size of the named ELF section, 0 when absent. Kernel `k`'s constant bank 0 (its parameters
 // and what the compiler keeps beside them) is ".nv.constant0.k".
 std::size_t cubin_section_size(std::string_view cubin, std::string_view section);
+// Per entry function, what the cubin itself records: registers, stack frame, static shared memory,
+// constant bank 0, barriers (spills are not recorded there: 0). The source of resources when
+// NVRTC's log has no ptxas lines (NVRTC builds that print none under -Xptxas=-v).
+std::map<std::string, Resources> cubin_resources(std::string_view cubin);
 
 // ---- diagnostics.cpp: turning an NVRTC log into a CompileError ------------------------------
 CompileError::Details parse_diagnostics(std::string_view log, std::string_view source,

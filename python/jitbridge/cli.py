@@ -16,6 +16,7 @@ import sys
 import warnings
 
 import jitbridge
+from jitbridge import _core
 
 _ORIGIN = {"compiled": "compiled", "memory": "from memory cache", "disk": "from disk cache"}
 
@@ -119,7 +120,7 @@ def _cmd_doctor(args):
     rows.append(("jitbridge", f"{jitbridge.__version__} ({os.path.dirname(os.path.abspath(jitbridge.__file__))})"))
     rows.append(("python", f"{sys.version.split()[0]} ({sys.executable})"))
     major, minor = jitbridge.nvrtc_version()
-    rows.append(("NVRTC", f"{major}.{minor}"))
+    rows.append(("NVRTC", f"{major}.{minor} ({_core.nvrtc_library()})"))
     gpus = []
     try:
         info = jitbridge.driver_info()

@@ -55,6 +55,8 @@ py::dict driver_info() {
 
 void bind_environment(py::module_& m) {
   m.def("nvrtc_version", &nvrtc_version, "NVRTC's version as (major, minor).");
+  m.def("nvrtc_library", [] { return text(nvrtc_library()); },
+        "The NVRTC library in use: path, size and mtime (part of the cache key: two builds of one version differ).");
   m.def(
       "default_arch",
       [] {

@@ -258,3 +258,42 @@ TEST_CASE("a failed compile leaves no trace file in the working directory") {
   CHECK(::stat(".json", &st) != 0);
   REQUIRE(::chdir(old) == 0);
 }
+
+TEST_CASE("resources read from the cubin agree with ptxas's report") {
+  const char* src = R"(
+extern "C" __global__ void barrier_and_shared(float* x) {
+  __shared__ double s[100];
+  s[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  x[threadIdx.x] = s[99 - threadIdx.x];
+}
+__device__ float heavy(float v) { float acc = 0; for (int i = 0; i < 100; i++) acc += sinf(v * i) * cosf(acc); return acc; }
+extern "C" __global__ void stack_frame(float* x, int n) {
+  float r[40];
+  for (int i = 0; i < 40; i++) r[i] = x[i * n];
+  for (int i = 0; i < n; i++) r[i % 40] += heavy(r[(i * 7) % 40]);
+  x[threadIdx.x] = r[threadIdx.x % 40];
+}
+extern "C" __global__ void plain(int* x) { x[0] = 1; }
+)";
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    INFO(arch);
+    auto p = compile(src, for_arch(arch), &memory_cache());
+    auto recorded = detail::cubin_resources(p->cubin);
+    REQUIRE(recorded.size() == 3);
+    for (const Kernel& k : p->kernels) {
+      INFO(k.name);
+      REQUIRE(k.resources.known);  // from ptxas here
+      const Resources& r = recorded.at(k.lowered_name);
+      CHECK(r.known);
+      CHECK(r.registers == k.resources.registers);
+      CHECK(r.local_bytes == k.resources.local_bytes);
+      CHECK(r.shared_bytes == k.resources.shared_bytes);
+      CHECK(r.barriers == k.resources.barriers);
+      CHECK(r.const_bytes == k.resources.const_bytes);
+    }
+    CHECK(p->find_kernel("barrier_and_shared")->resources.shared_bytes == 800);
+    CHECK(p->find_kernel("barrier_and_shared")->resources.barriers == 1);
+    CHECK(p->find_kernel("stack_frame")->resources.local_bytes > 0);
+  }
+}

@@ -141,6 +141,10 @@ inline constexpr const char* kDefaultArch = "sm_90";
 // NVRTC's version as {major, minor}.
 std::pair<int, int> nvrtc_version();
 
+// The NVRTC library this process uses: its path, size and mtime. Two builds of one version
+// (the toolkit's and a framework's wheel) behave differently, so this enters the cache key.
+const std::string& nvrtc_library();
+
 // The CUDA toolkit include directories jitbridge adds to every compile (cuda_fp16.h,
 // cuda/std/... live there). Empty if none was found.
 const std::vector<std::string>& toolkit_include_dirs();
