@@ -107,7 +107,7 @@ def test_doctor_reports_the_setup(cli, cache_dir):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     major, minor = jitbridge.nvrtc_version()
-    assert re.search(rf"^NVRTC: +{major}\.{minor}$", out, re.M), out
+    assert re.search(rf"^NVRTC: +{major}\.{minor} \(\S*libnvrtc[^)]*\(\d+ bytes, mtime \d+\)\)$", out, re.M), out
     info = jitbridge.driver_info()
     driver = re.search(r"^driver: +(.*)$", out, re.M)
     assert driver, out
