@@ -74,11 +74,11 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
 void launch(const Function& function, const LaunchConfig& c, const Device& device, void** params) {
   const DriverApi& api = driver();
   device.make_current();
+  const CUfunction fn = function.function_for(device);
   CUresult rc;
   if (c.cluster.x == 0 && !c.cooperative && !c.programmatic_dependent) {
-    // A CUkernel launches as a CUfunction in the current context.
-    rc = api.cuLaunchKernel(reinterpret_cast<CUfunction>(function.handle()), c.grid.x, c.grid.y, c.grid.z, c.block.x,
-                            c.block.y, c.block.z, static_cast<unsigned>(c.shared_mem), c.stream, params, nullptr);
+    rc = api.cuLaunchKernel(fn, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
+                            static_cast<unsigned>(c.shared_mem), c.stream, params, nullptr);
   } else {
     CUlaunchAttribute attrs[3];
     unsigned n = 0;
@@ -110,7 +110,7 @@ void launch(const Function& function, const LaunchConfig& c, const Device& devic
     cfg.hStream = c.stream;
     cfg.attrs = attrs;
     cfg.numAttrs = n;
-    rc = api.cuLaunchKernelEx(&cfg, reinterpret_cast<CUfunction>(function.handle()), params, nullptr);
+    rc = api.cuLaunchKernelEx(&cfg, fn, params, nullptr);
   }
   auto& last = g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()];
   if (rc == CUDA_SUCCESS) {

@@ -146,6 +146,15 @@ const Function::Limits& Function::limits(const Device& device) const {
   return *limits_storage_.back();
 }
 
+CUfunction Function::function_for(const Device& device) const {
+  auto& slot = functions_[static_cast<std::size_t>(device.ordinal()) % functions_.size()];
+  if (CUfunction f = slot.load(std::memory_order_acquire)) return f;
+  CUfunction f = nullptr;
+  check(driver().cuKernelGetFunction(&f, kernel_), "cuKernelGetFunction");
+  slot.store(f, std::memory_order_release);
+  return f;
+}
+
 void Function::allow_dynamic_shared(std::size_t bytes, const Device& device) const {
   auto& allowed = shared_allowed_[static_cast<std::size_t>(device.ordinal()) % shared_allowed_.size()];
   if (bytes <= allowed.load(std::memory_order_relaxed)) return;

@@ -67,6 +67,9 @@ class Function {
     std::size_t static_shared = 0;
   };
   const Limits& limits(const Device& device) const;
+  // The kernel as a CUfunction of `device`'s primary context (cuKernelGetFunction, once per device;
+  // launching it skips the per-launch CUkernel lookup). The context must be current.
+  CUfunction function_for(const Device& device) const;
   // Raises the kernel's dynamic shared memory limit on `device` to `bytes` if it is lower
   // (once per value). Throws DriverError.
   void allow_dynamic_shared(std::size_t bytes, const Device& device) const;
@@ -82,6 +85,7 @@ class Function {
   mutable bool param_sizes_known_ = false;
   mutable std::array<std::atomic<std::size_t>, 64> shared_allowed_{};  // per device ordinal
   mutable std::array<std::atomic<const Limits*>, 64> limits_{};        // per device ordinal, never freed
+  mutable std::array<std::atomic<CUfunction>, 64> functions_{};        // per device ordinal
   mutable std::vector<std::unique_ptr<Limits>> limits_storage_;
   mutable std::mutex limits_mutex_;
 };
