@@ -1,12 +1,15 @@
 // test_cache.cpp — the kernel cache: hits, misses, header edits, damaged entries, eviction, races.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -207,22 +210,43 @@ TEST_CASE("cache: parse_record refuses every truncation of a valid entry") {
 }
 
 TEST_CASE("cache: the directory stays under its size bound, least recently used first") {
+  // Entry ages are set explicitly (no sleeping, no reliance on the file system's mtime resolution).
   std::string dir = make_temp_dir();
+  std::map<int, std::string> file_of;  // variant -> its entry file
+  auto compile_new = [&](int variant, Cache& cache) {
+    std::vector<std::string> before = entry_files(dir);
+    CHECK(compile(kernel_source(variant), opts(), &cache)->origin == Origin::compiled);
+    for (const std::string& f : entry_files(dir))
+      if (std::find(before.begin(), before.end(), f) == before.end()) file_of[variant] = f;
+    REQUIRE(file_of.count(variant));
+  };
+  auto age = [&](int variant, int seconds_ago) {
+    struct timespec times[2];
+    times[0].tv_sec = times[1].tv_sec = ::time(nullptr) - seconds_ago;
+    times[0].tv_nsec = times[1].tv_nsec = 0;
+    REQUIRE(::utimensat(AT_FDCWD, file_of.at(variant).c_str(), times, 0) == 0);
+  };
   std::uint64_t one = 0;
-  { Cache c(disk_config(dir)); compile(kernel_source(100), opts(), &c); one = c.info().bytes; }
+  { Cache c(disk_config(dir)); compile_new(100, c); one = c.info().bytes; }
   REQUIRE(one > 0);
   Cache cache(disk_config(dir, one * 3 + one / 2));  // room for three entries
-  for (int v = 101; v <= 102; ++v) compile(kernel_source(v), opts(), &cache);
-  // Touch 100 through a fresh cache so it becomes the most recently used.
+  compile_new(101, cache);
+  compile_new(102, cache);
+  age(100, 300);
+  age(101, 200);
+  age(102, 100);
+  // A hit on 100 through a fresh cache makes it the most recently used.
   { Cache reader(disk_config(dir)); CHECK(compile(kernel_source(100), opts(), &reader)->origin == Origin::disk_cache); }
-  for (int v = 103; v <= 104; ++v) compile(kernel_source(v), opts(), &cache);
+  compile_new(103, cache);  // over the bound: 101, the least recently used, goes
+  compile_new(104, cache);  // and then 102
   CacheInfo info = cache.info();
   CHECK(info.entries == 3);
   CHECK(info.bytes <= one * 3 + one / 2);
-  Cache check(disk_config(dir));
-  CHECK(compile(kernel_source(100), opts(), &check)->origin == Origin::disk_cache);  // kept: recently used
-  CHECK(compile(kernel_source(104), opts(), &check)->origin == Origin::disk_cache);  // kept: newest
-  CHECK(compile(kernel_source(101), opts(), &check)->origin == Origin::compiled);    // evicted: oldest
+  struct stat st;
+  CHECK(::stat(file_of.at(100).c_str(), &st) == 0);  // kept: recently used
+  CHECK(::stat(file_of.at(104).c_str(), &st) == 0);  // kept: newest
+  CHECK(::stat(file_of.at(101).c_str(), &st) != 0);  // evicted: least recently used
+  CHECK(::stat(file_of.at(102).c_str(), &st) != 0);
 }
 
 TEST_CASE("cache: an unusable directory falls back to memory with one warning") {

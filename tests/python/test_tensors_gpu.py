@@ -171,6 +171,7 @@ def test_explicit_allocation_stream_and_device():
     assert t.__cuda_array_interface__["stream"] == a.ptr
     u = jitbridge.empty_like(t)
     assert u.stream == a.ptr and u.shape == (100,) and u.dtype == "float64"  # x's own stream
+    del t, u  # before `a`: a tensor's allocation stream must outlive it (docs/DESIGN.md)
 
 
 # ---- stream-ordered frees --------------------------------------------------------------------------------
@@ -198,6 +199,7 @@ def test_freed_while_queued_on_its_own_stream_stays_valid():
         assert not a.done, "the long kernel finished too early for the test to mean anything"
     a.synchronize()
     assert bool(cp.array_equal(r, src))
+    del t2  # before `a`: a tensor's allocation stream must outlive it (docs/DESIGN.md)
     if not reused:
         pytest.skip("the pool did not hand the freed block back; ordering held but was not stressed")
 
