@@ -146,6 +146,8 @@ def main():
             table.append([name, f"{us:.2f}", f"{net:.2f}", f"{ratio:.2f}x", verdict])
         else:
             table.append([name, us, "", "", ""])
+    steps = [[k[5:-3], f"{v:.4f}"] for k, v in floor.items() if k.startswith("step_")]
+    print_table("Steps of jitbridge's C++ launch, each alone (us per call)", ["step", "us"], steps)
     print_table(f"Host time per launch, grid 1 x block 32 (median of {REPS} batches of {BATCH}); "
                 f"net = minus the Python loop harness ({harness:.3f} us)",
                 ["launch", "us", "net us", "net vs raw", "goal"], table)

@@ -60,6 +60,28 @@ int main() {
     double typed = time_it([&] { launch(*function, dev, config, a, b, c, d, n); });
     std::printf("raw_culaunchkernel_us %.3f\n", raw);
     std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
+    // Where the typed launch's extra time goes: each step alone, in a tight loop (no launch).
+    auto step = [&](auto&& one) {
+      const int iterations = 200000;
+      auto t0 = Clock::now();
+      for (int i = 0; i < iterations; ++i) one();
+      return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iterations;
+    };
+    launch_detail::Slot slots[5];
+    ArgBuffer packed;
+    std::printf("step_pack_us %.4f\n", step([&] {
+      launch_detail::fill(slots[0], a, 0);
+      launch_detail::fill(slots[1], b, 0);
+      launch_detail::fill(slots[2], c, 0);
+      launch_detail::fill(slots[3], d, 0);
+      launch_detail::fill(slots[4], n, 0);
+      launch_detail::pack_all(*function, slots, 5, 0, packed);
+    }));
+    std::printf("step_validate_us %.4f\n", step([&] { validate_launch(*function, config, dev); }));
+    std::printf("step_make_current_us %.4f\n", step([&] { dev.make_current(); }));
+    CUcontext ctx = nullptr;
+    std::printf("step_cuCtxGetCurrent_us %.4f\n", step([&] { api.cuCtxGetCurrent(&ctx); }));
+    std::printf("step_device_get_us %.4f\n", step([&] { (void)Device::get(0); }));
     for (auto& buffer : buf) api.cuMemFree(buffer);
     return 0;
   } catch (const std::exception& e) {
