@@ -63,6 +63,9 @@ def main():
     ta, tb, tc, td = (torch.randn(n, device="cuda") for _ in range(4))
     sync_torch = torch.cuda.synchronize
     results["jitbridge, 4 torch tensors + int"] = per_launch_us(lambda: k((1,), (32,), (ta, tb, tc, td, n)), sync_torch)
+    # Without the launch: argument conversion, checks and packing (plus building the returned list).
+    results["(jitbridge k._pack(...) only, torch tensors; no launch)"] = per_launch_us(
+        lambda: k._pack(ta, tb, tc, td, n), lambda: None)
     kk = k[1, 32]
     results["jitbridge k[1, 32](...), torch tensors"] = per_launch_us(lambda: kk(ta, tb, tc, td, n), sync_torch)
 
