@@ -42,43 +42,21 @@ class RawKernel(_core._Kernel):
         """The compiled Program (binary, log, all kernels), or None for kernels from files."""
         return self._module.program
 
-    @property
-    def num_regs(self):
-        return self.attributes["num_regs"]
-
-    @property
-    def max_threads_per_block(self):
-        return self.attributes["max_threads_per_block"]
-
-    @property
-    def shared_size_bytes(self):
-        return self.attributes["shared_size_bytes"]
-
-    @property
-    def const_size_bytes(self):
-        return self.attributes["const_size_bytes"]
-
-    @property
-    def local_size_bytes(self):
-        return self.attributes["local_size_bytes"]
-
-    @property
-    def ptx_version(self):
-        return self.attributes["ptx_version"]
-
-    @property
-    def binary_version(self):
-        return self.attributes["binary_version"]
-
-    @property
-    def max_dynamic_shared_size_bytes(self):
-        return self.attributes["max_dynamic_shared_size_bytes"]
-
     @classmethod
     def _from_module(cls, module, name):
         self = cls.__new__(cls)
         _core._Kernel.__init__(self, module, name)
         return self
+
+
+def _attribute(name):
+    return property(lambda self: self.attributes[name], doc=f"The driver's {name} for this kernel on the current device.")
+
+
+for _name in ("num_regs", "max_threads_per_block", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
+              "ptx_version", "binary_version", "max_dynamic_shared_size_bytes"):
+    setattr(RawKernel, _name, _attribute(_name))
+del _name
 
 
 class RawModule:

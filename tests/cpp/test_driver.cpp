@@ -1,6 +1,8 @@
 // test_driver.cpp — the run-time loaded driver: a clear error without one, real launches with one.
 #include <catch2/catch.hpp>
 
+#include "gpu_or_skip.hpp"
+
 #include <cstdlib>
 #include <random>
 
@@ -9,34 +11,8 @@
 #include "jitbridge/jit.hpp"
 
 using namespace jitbridge;
-
-namespace {
-
-bool gpu_required() {
-  const char* v = std::getenv("JITBRIDGE_REQUIRE_GPU");
-  return v && std::string(v) == "1";
-}
-
-// The driver, or a skip (a Catch2 WARN saying why) when this machine has none.
-const DriverApi* driver_or_skip() {
-  std::string why;
-  const DriverApi* api = try_driver(&why);
-  if (!api) {
-    if (gpu_required()) FAIL("JITBRIDGE_REQUIRE_GPU=1 but: " << why);
-    WARN("skipped: " << why);
-    return nullptr;
-  }
-  int count = 0;
-  check(api->cuDeviceGetCount(&count), "cuDeviceGetCount");
-  if (count == 0) {
-    if (gpu_required()) FAIL("JITBRIDGE_REQUIRE_GPU=1 but the driver sees no GPU");
-    WARN("skipped: the CUDA driver sees no GPU");
-    return nullptr;
-  }
-  return api;
-}
-
-}  // namespace
+using jitbridge::testing::driver_or_skip;
+using jitbridge::testing::gpu_required;
 
 TEST_CASE("driver(): throws NoDriverError with the reason, or loads every required entry") {
   std::string why;

@@ -2,6 +2,8 @@
 // (empty arrays, refusals) and with one (stream-ordered allocation, zero fill, copies, hand-over between streams).
 #include <catch2/catch.hpp>
 
+#include "gpu_or_skip.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -14,24 +16,10 @@
 #include "jitbridge/streams.hpp"
 
 using namespace jitbridge;
+using jitbridge::testing::driver_or_skip;
+using jitbridge::testing::gpu_required;
 
 namespace {
-
-bool gpu_required() {
-  const char* v = std::getenv("JITBRIDGE_REQUIRE_GPU");
-  return v && std::string(v) == "1";
-}
-
-const DriverApi* driver_or_skip() {
-  std::string why;
-  const DriverApi* api = try_driver(&why);
-  if (!api || Device::count() == 0) {
-    if (gpu_required()) FAIL("JITBRIDGE_REQUIRE_GPU=1 but no GPU: " << why);
-    WARN("skipped: no CUDA driver/GPU " << why);
-    return nullptr;
-  }
-  return api;
-}
 
 Dims dims(std::initializer_list<std::int64_t> v) { return Dims(v.begin(), v.size()); }
 

@@ -1,54 +1,15 @@
 """On a GPU: jitbridge.as_array over torch, CuPy, Numba and JAX arrays (same pointer, dtype, shape and strides), the
 consumer-stream rule, and the stream handshake (a consumer on stream B reads what a long kernel wrote on stream A,
 with no host synchronisation in between). Each framework is imported inside its test and skipped if missing."""
-import os
 
 import numpy as np
 import pytest
+from gpu_frameworks import N, SPIN_COPY, SPIN_CYCLES, need_cupy, need_jax, need_numba, need_torch  # noqa: F401
 
 import jitbridge
 from jitbridge import _core
 
 pytestmark = pytest.mark.gpu
-
-N = 1 << 22
-SPIN_CYCLES = 400_000_000  # ~0.2 s at 2 GHz: long enough that the consumer's work is queued behind it
-
-SPIN_COPY = r"""
-extern "C" __global__ void spin_copy(float* out, const float* src, long long cycles, int n) {
-  long long start = clock64();
-  while (clock64() - start < cycles) { }
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = src[i];
-}
-"""
-
-
-def need_torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no GPU")
-    return torch
-
-
-def need_cupy():
-    return pytest.importorskip("cupy")
-
-
-def need_numba():
-    if not hasattr(np, "row_stack"):
-        np.row_stack = np.vstack  # numba still names it; NumPy 2.5 removed it
-    numba_cuda = pytest.importorskip("numba.cuda")
-    return numba_cuda
-
-
-def need_jax():
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to the others
-    jax = pytest.importorskip("jax")
-    jnp = pytest.importorskip("jax.numpy")
-    if not any(d.platform == "gpu" for d in jax.devices()):
-        pytest.skip("JAX sees no GPU")
-    return jax, jnp
 
 
 # ---- torch ---------------------------------------------------------------------------------------------

@@ -2,53 +2,14 @@
 pointer, stream-ordered frees that keep queued work valid, DLPack export options, and framework-allocated
 outputs (empty_like(torch_tensor) is a torch tensor counted by torch's allocator)."""
 import gc
-import os
 
 import numpy as np
 import pytest
+from gpu_frameworks import N, SPIN_COPY, SPIN_CYCLES, need_cupy, need_jax, need_numba, need_torch  # noqa: F401
 
 import jitbridge
-from jitbridge import _core
 
 pytestmark = pytest.mark.gpu
-
-N = 1 << 22
-SPIN_CYCLES = 400_000_000
-
-SPIN_COPY = r"""
-extern "C" __global__ void spin_copy(float* out, const float* src, long long cycles, int n) {
-  long long start = clock64();
-  while (clock64() - start < cycles) { }
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = src[i];
-}
-"""
-
-
-def need_torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no GPU")
-    return torch
-
-
-def need_cupy():
-    return pytest.importorskip("cupy")
-
-
-def need_numba():
-    if not hasattr(np, "row_stack"):
-        np.row_stack = np.vstack  # numba still names it; NumPy 2.5 removed it
-    return pytest.importorskip("numba.cuda")
-
-
-def need_jax():
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    jax = pytest.importorskip("jax")
-    jnp = pytest.importorskip("jax.numpy")
-    if not any(d.platform == "gpu" for d in jax.devices()):
-        pytest.skip("JAX sees no GPU")
-    return jax, jnp
 
 
 def need_exchange_api(torch):

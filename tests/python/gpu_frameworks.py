@@ -1,0 +1,44 @@
+"""gpu_frameworks.py — what the GPU test files share: a slow copy kernel for stream tests, and importing
+each framework (skipping the test cleanly when it is missing or sees no GPU)."""
+import os
+
+import numpy as np
+import pytest
+
+N = 1 << 22
+SPIN_CYCLES = 400_000_000  # ~0.2 s at 2 GHz: long enough that a consumer's work is queued behind it
+
+SPIN_COPY = r"""
+extern "C" __global__ void spin_copy(float* out, const float* src, long long cycles, int n) {
+  long long start = clock64();
+  while (clock64() - start < cycles) { }
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = src[i];
+}
+"""
+
+
+def need_torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    return torch
+
+
+def need_cupy():
+    return pytest.importorskip("cupy")
+
+
+def need_numba():
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack  # numba still names it; NumPy 2.5 removed it
+    return pytest.importorskip("numba.cuda")
+
+
+def need_jax():
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave GPU memory to the others
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    return jax, jnp
