@@ -478,7 +478,10 @@ const TypeAdapter& adapter_for(PyTypeObject* type) {
 }
 
 bool view_array(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  const TypeAdapter& a = adapter_for(Py_TYPE(obj));
+  return view_array(obj, adapter_for(Py_TYPE(obj)), consumer, view, arg);
+}
+
+bool view_array(PyObject* obj, const TypeAdapter& a, CUstream consumer, ArrayView& view, const char* arg) {
   consumer = normalize_stream(consumer);
   try {
     switch (a.protocol) {

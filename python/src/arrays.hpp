@@ -48,6 +48,8 @@ const TypeAdapter& adapter_for(PyTypeObject* type);
 // (py::error_already_set for errors the producer raised, prefixed with `arg` where it can be),
 // NoDriverError / DriverError when a stream handshake needs the driver and it fails.
 bool view_array(PyObject* obj, CUstream consumer_stream, ArrayView& view, const char* arg);
+// The same with the adapter of Py_TYPE(obj) already in hand (the launch path looks it up once).
+bool view_array(PyObject* obj, const TypeAdapter& adapter, CUstream consumer_stream, ArrayView& view, const char* arg);
 
 // An explicit stream= argument: None -> nullopt; an int (0 and 1: the legacy default stream, 2: the
 // per-thread default stream, else the handle); an object with __cuda_stream__() returning

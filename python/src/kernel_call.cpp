@@ -133,7 +133,7 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
     if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type && args[i] != Py_None) {
       const TypeAdapter& a = adapter_for(type);
       if (a.protocol != Protocol::none || a.instance_probe)
-        is_array = view_array(args[i], stream, s.views[i], k.argument_name(i));
+        is_array = view_array(args[i], a, stream, s.views[i], k.argument_name(i));
     }
     if (is_array) {
       s.values[i].kind = ArgValue::Kind::array;

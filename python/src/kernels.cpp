@@ -11,6 +11,12 @@ namespace {
 template <class T>
 T& self_of(PyObject* self) {
   auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  if (inst->simple_layout) {
+    // One pybind11 base (RawKernel(_Kernel) too): the value pointer sits in the instance itself,
+    // without the per-call type lookup get_value_and_holder() does.
+    if (!inst->simple_holder_constructed) throw py::type_error("the kernel object was not initialised (call __init__)");
+    return *static_cast<T*>(inst->simple_value_holder[0]);
+  }
   auto vh = inst->get_value_and_holder();
   if (!vh.holder_constructed()) throw py::type_error("the kernel object was not initialised (call __init__)");
   return *vh.template value_ptr<T>();
