@@ -1,6 +1,8 @@
 """bench_launch.py — host microseconds per launch of k(const float*, const float*, float*, float*, int), grid 1 x
 block 32, side by side: jitbridge (torch tensors, CuPy arrays, Numba arrays) and its peers, each as a ratio to raw
-cuLaunchKernel from C++ measured in the same run. Needs a GPU; prints a table."""
+cuLaunchKernel. The variants are measured round-robin (one batch of each in turn, many rounds) so that drift on a
+shared machine hits them alike; the raw floor is measured the same way, in this process, from a C++ loop. Needs a
+GPU; prints tables."""
 import os
 import statistics
 import subprocess
@@ -16,26 +18,21 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, float* d,
   if (i < n) { c[i] = a[i] + b[i]; d[i] = a[i] * b[i]; }
 }
 '''
-BATCH, REPS = 200, 40
+BATCH, ROUNDS = 200, 60
+GOALS = {"jitbridge, 4 torch tensors + int": 1.15, "jitbridge, 4 CuPy arrays + int": 1.4,
+         "jitbridge, 4 Numba arrays + int": 1.4}
 
 
-def per_launch_us(launch, sync):
-    for _ in range(3):  # warm-up batches
-        for _ in range(BATCH):
-            launch()
-        sync()
-    samples = []
-    for _ in range(REPS):
-        sync()
+def python_batch(launch):
+    def run():
         t0 = time.perf_counter()
         for _ in range(BATCH):
             launch()
-        samples.append((time.perf_counter() - t0) * 1e6 / BATCH)
-    sync()
-    return statistics.median(samples)
+        return (time.perf_counter() - t0) * 1e6
+    return run
 
 
-def cpp_floor():
+def cpp_steps():
     exe = os.path.join(build_dir(), "bench", "jitbridge_launch_bench")
     out = subprocess.run([exe], capture_output=True, text=True, check=True, timeout=300).stdout
     return {k: float(v) for k, v in (line.split() for line in out.splitlines() if line.strip())}
@@ -46,51 +43,49 @@ def main():
     if not jitbridge.driver_info()["devices"]:
         print("bench_launch: no GPU here; nothing to measure")
         return 0
-    floor = cpp_floor()
-    raw = floor["raw_culaunchkernel_us"]
-    # What the Python timing loop itself costs per iteration (a loop calling an empty lambda): the
-    # "net" column subtracts it from Python rows, so they compare the launch itself with C++.
-    harness = per_launch_us(lambda: None, lambda: None)
-    rows = [("raw cuLaunchKernel (C++)", raw), ("jitbridge C++ launch() (typed, checked)", floor["jitbridge_cpp_launch_us"])]
-    cpp_rows = {name for name, _ in rows}
-    results = {}
-
     import numpy as np
     np.row_stack = np.vstack
     import torch
+
     n = 32
     k = jitbridge.RawKernel(SRC, "k")
     ta, tb, tc, td = (torch.randn(n, device="cuda") for _ in range(4))
-    sync_torch = torch.cuda.synchronize
-    results["jitbridge, 4 torch tensors + int"] = per_launch_us(lambda: k((1,), (32,), (ta, tb, tc, td, n)), sync_torch)
-    # Without the launch: argument conversion, checks and packing (plus building the returned list).
-    results["(jitbridge k._pack(...) only, torch tensors; no launch)"] = per_launch_us(
-        lambda: k._pack(ta, tb, tc, td, n), lambda: None)
-    kk = k[1, 32]
-    results["jitbridge k[1, 32](...), torch tensors"] = per_launch_us(lambda: kk(ta, tb, tc, td, n), sync_torch)
+    variants = []   # (name, batch runner returning microseconds, sync)
+    unavailable = []
 
-    def peer(name, make):
+    def add(name, make):
         try:
-            launch, sync = make()
-            results[name] = per_launch_us(launch, sync)
+            run, sync = make()
+            run()  # first call: compile, load, warm up
+            sync()
+            variants.append((name, run, sync))
         except Exception as e:  # a missing or failing peer is reported, not fatal
-            results[name] = f"n/a ({type(e).__name__}: {str(e)[:50]})"
+            unavailable.append((name, f"n/a ({type(e).__name__}: {str(e)[:50]})"))
+
+    sync_torch = torch.cuda.synchronize
+    add("raw cuLaunchKernel (C++ loop, this process)",
+        lambda: ((lambda: k._raw_launch_batch(1, 32, (ta, tb, tc, td, n), BATCH)), sync_torch))
+    add("python loop harness (empty lambda)", lambda: (python_batch(lambda: None), lambda: None))
+    add("jitbridge, 4 torch tensors + int", lambda: (python_batch(lambda: k((1,), (32,), (ta, tb, tc, td, n))), sync_torch))
+    kk = k[1, 32]
+    add("jitbridge k[1, 32](...), torch tensors", lambda: (python_batch(lambda: kk(ta, tb, tc, td, n)), sync_torch))
 
     def cupy_variants():
         import cupy as cp
         ca, cb, cc, cd = (cp.random.standard_normal(n, dtype=cp.float32) for _ in range(4))
         sync = cp.cuda.get_current_stream().synchronize
-        results["jitbridge, 4 CuPy arrays + int"] = per_launch_us(lambda: k((1,), (32,), (ca, cb, cc, cd, n)), sync)
+        add("jitbridge, 4 CuPy arrays + int", lambda: (python_batch(lambda: k((1,), (32,), (ca, cb, cc, cd, n))), sync))
         ck = cp.RawKernel(SRC, "k")
-        results["CuPy RawKernel, CuPy arrays"] = per_launch_us(lambda: ck((1,), (32,), (ca, cb, cc, cd, np.int32(n))), sync)
-        results["CuPy RawKernel, torch tensors via cupy.asarray"] = per_launch_us(
-            lambda: ck((1,), (32,), (cp.asarray(ta), cp.asarray(tb), cp.asarray(tc), cp.asarray(td), np.int32(n))), sync_torch)
-        return None, None
+        n32 = np.int32(n)
+        add("CuPy RawKernel, CuPy arrays", lambda: (python_batch(lambda: ck((1,), (32,), (ca, cb, cc, cd, n32))), sync))
+        add("CuPy RawKernel, torch tensors via cupy.asarray", lambda: (python_batch(
+            lambda: ck((1,), (32,), (cp.asarray(ta), cp.asarray(tb), cp.asarray(tc), cp.asarray(td), n32))), sync_torch))
 
     def numba_variants():
         from numba import cuda
         na, nb, nc, nd = (cuda.to_device(np.random.standard_normal(n).astype(np.float32)) for _ in range(4))
-        results["jitbridge, 4 Numba arrays + int"] = per_launch_us(lambda: k((1,), (32,), (na, nb, nc, nd, n)), cuda.synchronize)
+        add("jitbridge, 4 Numba arrays + int", lambda: (python_batch(lambda: k((1,), (32,), (na, nb, nc, nd, n))),
+                                                         cuda.synchronize))
 
         @cuda.jit
         def nk(a, b, c, d, m):
@@ -98,9 +93,8 @@ def main():
             if i < m:
                 c[i] = a[i] + b[i]
                 d[i] = a[i] * b[i]
-        results["Numba cuda.jit, Numba arrays"] = per_launch_us(lambda: nk[1, 32](na, nb, nc, nd, n), cuda.synchronize)
-        results["Numba cuda.jit, torch tensors"] = per_launch_us(lambda: nk[1, 32](ta, tb, tc, td, n), cuda.synchronize)
-        return None, None
+        add("Numba cuda.jit, Numba arrays", lambda: (python_batch(lambda: nk[1, 32](na, nb, nc, nd, n)), cuda.synchronize))
+        add("Numba cuda.jit, torch tensors", lambda: (python_batch(lambda: nk[1, 32](ta, tb, tc, td, n)), cuda.synchronize))
 
     def cuda_core():
         from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
@@ -112,7 +106,7 @@ def main():
         config = LaunchConfig(grid=1, block=32)
         ptrs = [t.data_ptr() for t in (ta, tb, tc, td)]
         n32 = np.int32(n)
-        return (lambda: launch(stream, config, kernel, *ptrs, n32)), stream.sync
+        return python_batch(lambda: launch(stream, config, kernel, *ptrs, n32)), stream.sync
 
     def triton_variant():
         import triton
@@ -126,33 +120,41 @@ def main():
             y = tl.load(b + i, mask=mask)
             tl.store(c + i, x + y, mask=mask)
             tl.store(d + i, x * y, mask=mask)
-        return (lambda: tk[(1,)](ta, tb, tc, td, n, BLOCK=32)), sync_torch
+        return python_batch(lambda: tk[(1,)](ta, tb, tc, td, n, BLOCK=32)), sync_torch
 
-    for fn in (cupy_variants, numba_variants):
+    for group in (cupy_variants, numba_variants):
         try:
-            fn()
+            group()
         except Exception as e:
-            results[fn.__name__] = f"n/a ({type(e).__name__}: {str(e)[:50]})"
-    peer("cuda.core 1.x launch, raw pointers", cuda_core)
-    peer("Triton, torch tensors", triton_variant)
+            unavailable.append((group.__name__, f"n/a ({type(e).__name__}: {str(e)[:50]})"))
+    add("cuda.core 1.x launch, raw pointers (no checks)", cuda_core)
+    add("Triton, torch tensors", triton_variant)
 
-    rows += list(results.items())
-    goals = {"jitbridge, 4 torch tensors + int": 1.15, "jitbridge, 4 CuPy arrays + int": 1.4,
-             "jitbridge, 4 Numba arrays + int": 1.4}
+    samples = {name: [] for name, _, _ in variants}
+    for _ in range(ROUNDS):
+        for name, run, sync in variants:
+            sync()
+            samples[name].append(run() / BATCH)
+            sync()
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    raw = med["raw cuLaunchKernel (C++ loop, this process)"]
+    harness = med["python loop harness (empty lambda)"]
     table = []
-    for name, us in rows:
-        if isinstance(us, float):
-            net = us if name in cpp_rows else us - harness
-            ratio = net / raw
-            goal = goals.get(name)
-            verdict = "" if goal is None else (f"<= {goal}x " + ("ok" if ratio <= goal else "MISSED"))
-            table.append([name, f"{us:.2f}", f"{net:.2f}", f"{ratio:.2f}x", verdict])
-        else:
-            table.append([name, us, "", "", ""])
-    steps = [[k[5:-3], f"{v:.4f}"] for k, v in floor.items() if k.startswith("step_")]
-    print_table("Steps of jitbridge's C++ launch, each alone (us per call)", ["step", "us"], steps)
-    print_table(f"Host time per launch, grid 1 x block 32 (median of {REPS} batches of {BATCH}); "
-                f"net = minus the Python loop harness ({harness:.3f} us)",
+    for name, _, _ in variants:
+        if name.startswith("python loop harness"):
+            continue
+        net = med[name] if name.startswith("raw ") else med[name] - harness
+        ratio = net / raw
+        goal = GOALS.get(name)
+        verdict = "" if goal is None else (f"<= {goal}x " + ("ok" if ratio <= goal else "MISSED"))
+        table.append([name, f"{med[name]:.2f}", f"{net:.2f}", f"{ratio:.2f}x", verdict])
+    for name, why in unavailable:
+        table.append([name, why, "", "", ""])
+    steps = cpp_steps()
+    print_table("jitbridge's C++ launch, separate process (us per call; step_* rows: each step alone)",
+                ["measurement", "us"], [[k, f"{v:.4f}"] for k, v in steps.items()])
+    print_table(f"Host time per launch, grid 1 x block 32: median over {ROUNDS} round-robin rounds of {BATCH} "
+                f"launches; net = minus the Python loop harness ({harness:.3f} us)",
                 ["launch", "us", "net us", "net vs raw", "goal"], table)
     return 0
 

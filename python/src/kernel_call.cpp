@@ -2,6 +2,7 @@
 // adapters), the consumer stream, packing against the signature, and the driver launch.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "arrays.hpp"
@@ -213,6 +214,30 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
   k.checked_device = &dev;
   validate_launch(f, config, dev);
   launch(f, config, dev, s.packed.pointers());
+}
+
+double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
+                        int batch) {
+  const std::size_t n = static_cast<std::size_t>(nargs);
+  Scratch& s = scratch();
+  s.prepare(n);
+  ReleaseOnExit release{s, n};
+  config.stream = convert_arguments(k, args, n, nullptr, s);
+  int device = pack(k, n, s);
+  if (device < 0) device = current_device_ordinal();
+  const Device& dev = Device::get(device);
+  const Function& f = k.resolved();
+  validate_launch(f, config, dev);
+  dev.make_current();
+  const CUfunction fn = f.function_for(dev);
+  const DriverApi& api = driver();
+  void** params = s.packed.pointers();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < batch; ++i)
+    check(api.cuLaunchKernel(fn, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
+                             config.block.z, static_cast<unsigned>(config.shared_mem), config.stream, params, nullptr),
+          "cuLaunchKernel");
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs) {

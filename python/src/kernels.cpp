@@ -230,6 +230,16 @@ void bind_kernels(py::module_& m) {
              return py::make_tuple(min_grid, block);
            },
            py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0)
+      .def("_raw_launch_batch",
+           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch) {
+             LaunchConfig c;
+             c.grid = parse_dim3(grid, "grid");
+             c.block = parse_dim3(block, "block");
+             return raw_launch_batch(k, c, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()), batch);
+           },
+           py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
+           "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "
+           "(converted and checked once), in a C++ loop.")
       .def("_pack",
            [](const KernelObject& k, py::args args) {
              return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));

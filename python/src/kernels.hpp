@@ -55,6 +55,11 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
 // each parameter. For tests and for users who want to see what a launch would pass.
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
 
+// Benchmark floor: converts and packs `args` once, then calls cuLaunchKernel `batch` times in a C++
+// loop on the consumer stream; returns the microseconds the loop took (no Python per launch).
+double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
+                        int batch);
+
 // grid=/block=/cluster= values: an int or a tuple of up to 3 ints, each >= 1.
 Dim3 parse_dim3(py::handle value, const char* what);
 
