@@ -190,17 +190,19 @@ const Function& KernelObject::resolved() const {
   return *function;
 }
 
-void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj) {
-  const std::size_t n = static_cast<std::size_t>(nargs);
-  Scratch& s = scratch();
-  s.prepare(n);
-  ReleaseOnExit release{s, n};
+namespace {
+
+// Everything a launch does before the driver call: arguments converted and checked against the
+// signature (into the thread's Scratch, which `release` empties afterwards), the consumer stream
+// into config.stream, the device and its binary compatibility, the configuration validated.
+// Returns the device; `f` receives the kernel.
+const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
+                             PyObject* stream_obj, Scratch& s, const Function*& f) {
   config.stream = convert_arguments(k, args, n, stream_obj, s);
   int device = pack(k, n, s);
   if (device < 0) device = current_device_ordinal();
   const Device& dev = Device::get(device);
-  const Function& f = k.resolved();
+  f = &k.resolved();
   if (k.checked_device != &dev && k.module->program.program && k.module->program.program->arch != dev.arch() &&
       !k.module->program.program->cubin.empty()) {
     // A cubin for another architecture would fail with a bare "no kernel image" error.
@@ -212,8 +214,21 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
                                         "or arch='{}'", k.name, built, device, dev.arch(), dev.arch()));
   }
   k.checked_device = &dev;
-  validate_launch(f, config, dev);
-  launch(f, config, dev, s.packed.pointers());
+  validate_launch(*f, config, dev);
+  return dev;
+}
+
+}  // namespace
+
+void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
+                        PyObject* stream_obj) {
+  const std::size_t n = static_cast<std::size_t>(nargs);
+  Scratch& s = scratch();
+  s.prepare(n);
+  ReleaseOnExit release{s, n};
+  const Function* f = nullptr;
+  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
+  launch(*f, config, dev, s.packed.pointers());
 }
 
 double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
@@ -222,14 +237,10 @@ double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* co
   Scratch& s = scratch();
   s.prepare(n);
   ReleaseOnExit release{s, n};
-  config.stream = convert_arguments(k, args, n, nullptr, s);
-  int device = pack(k, n, s);
-  if (device < 0) device = current_device_ordinal();
-  const Device& dev = Device::get(device);
-  const Function& f = k.resolved();
-  validate_launch(f, config, dev);
+  const Function* f = nullptr;
+  const Device& dev = prepare_launch(k, config, args, n, nullptr, s, f);
   dev.make_current();
-  const CUfunction fn = f.function_for(dev);
+  const CUfunction fn = f->function_for(dev);
   const DriverApi& api = driver();
   void** params = s.packed.pointers();
   const auto t0 = std::chrono::steady_clock::now();
