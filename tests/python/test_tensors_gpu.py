@@ -175,8 +175,8 @@ def test_freed_while_queued_on_another_stream_stays_valid():
         y = torch.from_dlpack(t)  # B waits for A, the tensor is handed to B
         y.fill_(-1)
         y.copy_(src)
-        torch.cuda._sleep(SPIN_CYCLES)
-        r = y.clone()  # reads the memory on B, ~0.2 s from now
+        torch.cuda._sleep(5 * SPIN_CYCLES)  # one thread: ~1 s, longer than a full gc.collect() below
+        r = y.clone()  # reads the memory on B, ~1 s from now
     assert t.stream == b.cuda_stream
     del y, t
     gc.collect()  # freed: A waits for B (event), then cuMemFreeAsync on A
