@@ -102,15 +102,6 @@ std::vector<std::string> cubin_kernels(std::string_view cubin) {
   return entries;
 }
 
-std::size_t cubin_section_size(std::string_view cubin, std::string_view section) {
-  Elf elf(cubin);
-  for (unsigned i = 0; i < elf.sections(); ++i) {
-    Elf64_Shdr sh = elf.section(i);
-    if (elf.section_name(sh) == section) return sh.sh_size;
-  }
-  return 0;
-}
-
 std::map<std::string, Resources> cubin_resources(std::string_view cubin) {
   Elf elf(cubin);
   std::vector<std::string> names, entries;

@@ -48,9 +48,6 @@ std::map<std::string, Resources> parse_ptxas_info(std::string_view log, std::str
 // Lowered names of the entry functions (kernels) in a cubin, in symbol-table order.
 // Throws std::runtime_error when `cubin` is not a 64-bit ELF image.
 std::vector<std::string> cubin_kernels(std::string_view cubin);
-// Size of the named ELF section, 0 when absent. Kernel `k`'s constant bank 0 (its parameters
-// and what the compiler keeps beside them) is ".nv.constant0.k".
-std::size_t cubin_section_size(std::string_view cubin, std::string_view section);
 // Per entry function, what the cubin itself records: registers, stack frame, static shared memory,
 // constant bank 0, barriers (spills are not recorded there: 0). The source of resources when
 // NVRTC's log has no ptxas lines (NVRTC builds that print none under -Xptxas=-v).
