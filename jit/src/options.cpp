@@ -37,10 +37,15 @@ void validate_arch(const std::string& arch) {
         "arch: '{}' is not a CUDA target; expected sm_XY, sm_XYa, sm_XYf or compute_XY (e.g. sm_90)",
         arch));
   int number = std::stoi(std::string(rest.substr(0, digits)));
-  int count = 0;
-  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return;
-  std::vector<int> supported(static_cast<std::size_t>(count));
-  if (nvrtcGetSupportedArchs(supported.data()) != NVRTC_SUCCESS) return;
+  // Asked of NVRTC once per process: every compile() validates its target, cache hits too.
+  static const std::vector<int> supported = [] {
+    int count = 0;
+    if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return std::vector<int>{};
+    std::vector<int> archs(static_cast<std::size_t>(count));
+    if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return std::vector<int>{};
+    return archs;
+  }();
+  if (supported.empty()) return;
   for (int s : supported)
     if (s == number) return;
   throw std::invalid_argument(fmt::format("arch: NVRTC {}.{} cannot build '{}'; it supports sm_{}",
