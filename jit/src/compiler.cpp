@@ -123,10 +123,9 @@ std::size_t count_lines(std::string_view s) {
 
 // True when the first error NVRTC reports lies in the user's own text (its source or a header),
 // not in the probe code or probe name expressions jitbridge appended.
-bool error_is_users(const CompileError::Details& d, std::string_view program_name, std::string_view source) {
+bool error_is_users(const CompileError::Details& d, std::string_view source) {
   if (d.line == 0) return false;
   if (d.message.find("(in ") != std::string::npos) return true;  // in a header
-  (void)program_name;
   return static_cast<std::size_t>(d.line) <= count_lines(source);
 }
 
@@ -184,7 +183,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, may_include);
   if (!pass.ok) {
     CompileError::Details d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
-    if (!error_is_users(d, options.program_name, source)) {
+    if (!error_is_users(d, source)) {
       // Perhaps a probe we added (a kernel the scan misread): compile without any.
       probe_of.clear();
       expressions = options.name_expressions;
