@@ -96,12 +96,13 @@ ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<v
   return v;
 }
 
-ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
-                        const std::int64_t* strides_bytes, std::string_view typestr, DLDevice device,
-                        std::shared_ptr<void> owner, std::string_view arg) {
-  ArrayView v;
-  v.dtype = dtype_from_typestr(typestr, arg);
+void fill_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
+                   const std::int64_t* strides_bytes, DLDataType dtype, DLDevice device, ArrayView& v,
+                   std::string_view arg) {
+  v.owner.reset();
+  v.dtype = dtype;
   v.data = reinterpret_cast<void*>(ptr);
+  v.byte_offset = 0;
   v.device = device;
   v.readonly = readonly;
   v.shape.assign(shape, ndim);
@@ -119,6 +120,13 @@ ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* s
   }
   check_extent(v, arg);
   if (ptr == 0 && v.size() != 0) fail(InteropError::Kind::value, arg, "data pointer is 0 but the array is not empty");
+}
+
+ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
+                        const std::int64_t* strides_bytes, std::string_view typestr, DLDevice device,
+                        std::shared_ptr<void> owner, std::string_view arg) {
+  ArrayView v;
+  fill_from_cai(ptr, readonly, shape, ndim, strides_bytes, dtype_from_typestr(typestr, arg), device, v, arg);
   v.owner = std::move(owner);
   return v;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "array_support.hpp"
 #include "bindings.hpp"
 #include "interop_objects.hpp"
 #include "jitbridge/device.hpp"
@@ -38,26 +39,6 @@ const Names& names() {
 }
 
 bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
-
-[[noreturn]] void fail(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
-  throw py::error_already_set();
-}
-
-// The producer raised: re-raise with `arg: ` in front for the common builtin types (the original
-// becomes __cause__), as is otherwise.
-[[noreturn]] void raise_producer_error(const char* arg) {
-  if (!PyErr_Occurred()) fail(PyExc_RuntimeError, fmt::format("{}: the producer failed without an exception", arg));
-  py::error_already_set e;
-  for (PyObject* known : {PyExc_TypeError, PyExc_ValueError, PyExc_BufferError, PyExc_RuntimeError}) {
-    if (e.type().ptr() == known) {
-      std::string message = fmt::format("{}: {}", arg, py::str(e.value()).cast<std::string>());
-      py::raise_from(e, known, message.c_str());
-      throw py::error_already_set();
-    }
-  }
-  throw e;
-}
 
 bool type_has(PyTypeObject* type, PyObject* name) {
   PyObject* v = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), name);
@@ -115,6 +96,10 @@ TypeAdapter make_adapter(PyTypeObject* type) {
   }
   a.cupy = is_cupy_type(type);
   if ((a.api = exchange_api_of(type))) a.protocol = Protocol::exchange_api;
+  // Exactly cupy.ndarray / numba's DeviceNDArray: their CAI fields, read from attributes (each
+  // builds its CAI dict in Python, ~0.9 us an array); subclasses keep the protocols below.
+  else if (is_cupy_ndarray(type) && type_has(type, names().cai)) a.protocol = Protocol::cupy_fields;
+  else if (is_numba_device_array(type) && type_has(type, names().cai)) a.protocol = Protocol::numba_fields;
   // CuPy arrays go through __cuda_array_interface__ although they also speak __dlpack__: CuPy
   // 14.2's DLPack export gets negative strides wrong (it divides the byte stride by the item size
   // as an unsigned number: -4 bytes of float16 arrive as 2**63 - 2 elements), while its CAI
@@ -270,40 +255,6 @@ void view_dlpack(PyObject* obj, CUstream consumer, ArrayView& view, const char* 
   take_capsule(capsule, view, arg);
 }
 
-// Device of CUDA memory named only by its address (CAI carries no device).
-int cai_device(std::uintptr_t ptr, const char* arg) {
-  static const int count = Device::count();
-  if (count <= 1) return 0;
-  if (ptr == 0) return current_device();
-  int ordinal = 0;
-  CUresult rc = driver().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
-  if (rc != CUDA_SUCCESS)
-    fail(PyExc_ValueError, fmt::format("{}: the driver does not know the data pointer {:#x} ({})", arg, ptr,
-                                       DriverError("cuPointerGetAttribute", rc).what()));
-  return ordinal;
-}
-
-std::int64_t int_item(PyObject* v, const char* arg, const char* what) {
-  if (!PyLong_Check(v) || PyBool_Check(v))
-    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ {} holds a {}, not an int", arg, what,
-                                      Py_TYPE(v)->tp_name));
-  int overflow = 0;
-  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-  if (overflow) fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ {} is out of range", arg, what));
-  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
-  return x;
-}
-
-void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what) {
-  if (!PyTuple_Check(seq) && !PyList_Check(seq))
-    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ '{}' is a {}, not a tuple", arg, what,
-                                      Py_TYPE(seq)->tp_name));
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject** items = PySequence_Fast_ITEMS(seq);
-  out.resize(static_cast<std::size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = int_item(items[i], arg, what);
-}
-
 void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const char* arg) {
   const Names& k = names();
   if (!PyDict_Check(iface))
@@ -381,6 +332,44 @@ void view_cai(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg
   view_cai_dict(iface, consumer, view, arg);
 }
 
+bool same_view(const ArrayView& a, const ArrayView& b) {
+  auto same_dims = [](const Dims& x, const Dims& y) {
+    if (x.size() != y.size()) return false;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (x[i] != y[i]) return false;
+    return true;
+  };
+  return a.ptr() == b.ptr() && a.device.device_type == b.device.device_type &&
+         a.device.device_id == b.device.device_id && a.dtype.code == b.dtype.code && a.dtype.bits == b.dtype.bits &&
+         a.dtype.lanes == b.dtype.lanes && a.readonly == b.readonly && same_dims(a.shape, b.shape) &&
+         (a.size() == 0 || same_dims(a.strides, b.strides));
+}
+
+// The attribute reader, checked against the type's own CAI on its first array: a difference (or
+// an attribute the reader cannot read) demotes the type to the CAI path for good.
+void view_fields_checked(PyObject* obj, const TypeAdapter& a, CUstream consumer, ArrayView& view, const char* arg) {
+  if (a.verified) {
+    view_framework_fields(obj, a.protocol, consumer, view, arg);
+    return;
+  }
+  ArrayView reference;
+  view_cai(obj, consumer, reference, arg);  // errors here are the array's own: they propagate
+  bool agrees = false;
+  try {
+    view_framework_fields(obj, a.protocol, consumer, view, arg);
+    agrees = same_view(view, reference);
+  } catch (const py::error_already_set&) {
+    PyErr_Clear();
+  } catch (const InteropError&) {
+  } catch (const std::exception&) {
+  }
+  a.verified = true;
+  if (!agrees) {
+    a.protocol = Protocol::cuda_array_interface;
+    view = reference;
+  }
+}
+
 bool view_own(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
   if (TensorObject* t = tensor_object(obj)) {
     view = t->tensor.view();
@@ -415,21 +404,6 @@ bool view_instance(PyObject* obj, CUstream consumer, ArrayView& view, const char
   return false;
 }
 
-std::optional<CUstream> cupy_stream(int device_id) {
-  PyObject* cupy = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy");  // borrowed; never imported here
-  if (!cupy) return std::nullopt;
-  py::object get = py::reinterpret_borrow<py::object>(cupy).attr("cuda").attr("get_current_stream");
-  py::object stream;
-  if (device_id >= 0) {
-    PyObject* s = PyObject_CallFunction(get.ptr(), "i", device_id);
-    if (s) stream = py::reinterpret_steal<py::object>(s);
-    else if (PyErr_ExceptionMatches(PyExc_TypeError)) PyErr_Clear();  // an older CuPy: current device only
-    else throw py::error_already_set();
-  }
-  if (!stream) stream = get();
-  return stream_from_int(stream.attr("ptr").cast<std::uintptr_t>());
-}
-
 // A Python int as an address or handle: false when it is negative; throws py::value_error when it does not fit.
 bool address_value(PyObject* v, std::uintptr_t& out, const char* arg) {
   int overflow = 0;
@@ -458,6 +432,61 @@ std::uintptr_t stream_handle(PyObject* v, const char* arg, const char* what) {
 }
 
 }  // namespace
+
+// ---- shared with framework_arrays.cpp (array_support.hpp) ----------------------------------------
+
+[[noreturn]] void fail(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void raise_producer_error(const char* arg) {
+  if (!PyErr_Occurred()) fail(PyExc_RuntimeError, fmt::format("{}: the producer failed without an exception", arg));
+  py::error_already_set e;
+  for (PyObject* known : {PyExc_TypeError, PyExc_ValueError, PyExc_BufferError, PyExc_RuntimeError}) {
+    if (e.type().ptr() == known) {
+      std::string message = fmt::format("{}: {}", arg, py::str(e.value()).cast<std::string>());
+      py::raise_from(e, known, message.c_str());
+      throw py::error_already_set();
+    }
+  }
+  throw e;
+}
+
+int cai_device(std::uintptr_t ptr, const char* arg) {
+  static const int count = Device::count();
+  if (count <= 1) return 0;
+  if (ptr == 0) return current_device();
+  int ordinal = 0;
+  CUresult rc = driver().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
+  if (rc != CUDA_SUCCESS)
+    fail(PyExc_ValueError, fmt::format("{}: the driver does not know the data pointer {:#x} ({})", arg, ptr,
+                                       DriverError("cuPointerGetAttribute", rc).what()));
+  return ordinal;
+}
+
+std::int64_t int_item(PyObject* v, const char* arg, const char* what) {
+  if (!PyLong_Check(v) || PyBool_Check(v))
+    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ {} holds a {}, not an int", arg, what,
+                                      Py_TYPE(v)->tp_name));
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (overflow) fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ {} is out of range", arg, what));
+  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return x;
+}
+
+void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what) {
+  if (!PyTuple_Check(seq) && !PyList_Check(seq))
+    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ '{}' is a {}, not a tuple", arg, what,
+                                      Py_TYPE(seq)->tp_name));
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  out.resize(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = int_item(items[i], arg, what);
+}
+
+std::uint64_t call_generation() noexcept { return stream_generation; }
 
 // ---- the interface (arrays.hpp) ----------------------------------------------------------------
 
@@ -489,6 +518,8 @@ bool view_array(PyObject* obj, const TypeAdapter& a, CUstream consumer, ArrayVie
       case Protocol::exchange_api: view_exchange(obj, *a.api, consumer, view, arg); return true;
       case Protocol::dlpack: view_dlpack(obj, consumer, view, arg); return true;
       case Protocol::cuda_array_interface: view_cai(obj, consumer, view, arg); return true;
+      case Protocol::cupy_fields:
+      case Protocol::numba_fields: view_fields_checked(obj, a, consumer, view, arg); return true;
       case Protocol::none: return a.instance_probe && view_instance(obj, consumer, view, arg);
     }
   } catch (const InteropError& e) {

@@ -15,10 +15,15 @@ namespace jitbridge::python {
 namespace py = pybind11;
 
 // How arrays of one Python type are read; chosen at the first object of that type and remembered.
-enum class Protocol { jitbridge, exchange_api, dlpack, cuda_array_interface, none };
+// cupy_fields / numba_fields: exactly cupy.ndarray / numba's DeviceNDArray, whose
+// __cuda_array_interface__ fields are read from their attributes (framework_arrays.cpp); the first
+// array of the type is also read through its CAI, and any difference demotes the type to
+// cuda_array_interface for good.
+enum class Protocol { jitbridge, exchange_api, dlpack, cuda_array_interface, cupy_fields, numba_fields, none };
 
 struct TypeAdapter {
-  Protocol protocol = Protocol::none;
+  mutable Protocol protocol = Protocol::none;  // mutable: cupy_fields/numba_fields may be demoted
+  mutable bool verified = false;               // cupy_fields/numba_fields: checked against the CAI
   const DLPackExchangeAPI* api = nullptr;  // exchange_api: the type's table (major version 1)
   bool cupy = false;            // a CuPy type: its framework stream is cupy.cuda.get_current_stream()
   bool instance_probe = false;  // Protocol::none, but instances have a __dict__ that may hold

@@ -279,6 +279,8 @@ const char* protocol_name(Protocol p) {
     case Protocol::exchange_api: return "exchange_api";
     case Protocol::dlpack: return "dlpack";
     case Protocol::cuda_array_interface: return "cuda_array_interface";
+    case Protocol::cupy_fields: return "cupy_fields";
+    case Protocol::numba_fields: return "numba_fields";
     case Protocol::none: break;
   }
   return "none";

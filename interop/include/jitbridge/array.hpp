@@ -114,6 +114,12 @@ ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* s
                         const std::int64_t* strides_bytes, std::string_view typestr, DLDevice device,
                         std::shared_ptr<void> owner, std::string_view arg);
 
+// The same, filling `view` in place with an already parsed dtype (the per-framework fast readers'
+// path). view.owner is reset. Throws InteropError naming `arg`.
+void fill_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
+                   const std::int64_t* strides_bytes, DLDataType dtype, DLDevice device, ArrayView& view,
+                   std::string_view arg);
+
 // Views that take ownership of a DLPack managed tensor: its deleter runs exactly once, when the
 // last copy of the view lets go (or at once, before the throw, if the tensor is refused).
 // A versioned tensor whose major version is not 1 is refused with InteropError(buffer);

@@ -1,0 +1,43 @@
+// array_support.hpp — internals shared by arrays.cpp and framework_arrays.cpp: error helpers, the
+// CAI field parsers, the per-call generation counter and the framework-specific fast readers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "arrays.hpp"
+
+namespace jitbridge::python {
+
+// Sets `type` with `message` and throws py::error_already_set.
+[[noreturn]] void fail(PyObject* type, const std::string& message);
+// The producer raised: re-raise with `arg: ` in front for the common builtin types (the original
+// becomes __cause__), as is otherwise.
+[[noreturn]] void raise_producer_error(const char* arg);
+// A CAI integer field (not a bool); `what` names it in errors. Throws TypeError/ValueError.
+std::int64_t int_item(PyObject* v, const char* arg, const char* what);
+// A CAI tuple (or list) of ints into `out`. Throws TypeError/ValueError.
+void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what);
+// The device of CUDA memory known only by its address (0 with one GPU; else the driver says).
+int cai_device(std::uintptr_t ptr, const char* arg);
+
+// Incremented by every consumer_stream() call: memos keyed by it live for one launch / as_array.
+std::uint64_t call_generation() noexcept;
+
+// Reads the fields a cupy.ndarray (Protocol::cupy_fields) or a numba DeviceNDArray
+// (Protocol::numba_fields) would put in its __cuda_array_interface__ straight from its attributes,
+// then orders the producer's stream before `consumer` as the CAI path would (CuPy: its current
+// stream; Numba: the array's bound stream). Throws what the attribute reads raise
+// (py::error_already_set) and py::type_error / py::value_error for bad fields.
+void view_framework_fields(PyObject* obj, Protocol protocol, CUstream consumer, ArrayView& view, const char* arg);
+
+// Whether `type` is exactly cupy.ndarray / numba.cuda's DeviceNDArray (by module and name).
+bool is_cupy_ndarray(PyTypeObject* type);
+bool is_numba_device_array(PyTypeObject* type);
+
+// CuPy's current stream on `device_id` (< 0: the current device), normalized; asked once per
+// call_generation() and device. nullopt when cupy is not imported. Throws what CuPy raises.
+std::optional<CUstream> cupy_stream(int device_id);
+
+}  // namespace jitbridge::python

@@ -1,0 +1,193 @@
+// framework_arrays.cpp — fast readers for cupy.ndarray and numba's DeviceNDArray: the fields their
+// __cuda_array_interface__ would carry, read from their attributes (each builds its CAI dict in
+// Python, ~0.9 us an array), and CuPy's current stream asked once per call.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "array_support.hpp"
+#include "jitbridge/streams.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+// Interned attribute names, made once with the GIL held and never freed.
+struct FieldNames {
+  PyObject* data = PyUnicode_InternFromString("data");
+  PyObject* ptr = PyUnicode_InternFromString("ptr");
+  PyObject* device_id = PyUnicode_InternFromString("device_id");
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* strides = PyUnicode_InternFromString("strides");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* str = PyUnicode_InternFromString("str");
+  PyObject* stream = PyUnicode_InternFromString("stream");
+  PyObject* device_ctypes_pointer = PyUnicode_InternFromString("device_ctypes_pointer");
+  PyObject* value = PyUnicode_InternFromString("value");
+  PyObject* module = PyUnicode_InternFromString("__module__");
+  PyObject* qualname = PyUnicode_InternFromString("__qualname__");
+};
+
+const FieldNames& field_names() {
+  static const FieldNames* n = new FieldNames();
+  return *n;
+}
+
+py::object attr(PyObject* obj, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(obj, name);
+  if (!v) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(v);
+}
+
+// NumPy dtype objects -> DLDataType. Arrays carry few distinct dtype objects (NumPy's builtin ones
+// are singletons), so a short list suffices; its entries hold references, so an address is never
+// reused by another dtype while listed. Unlisted dtypes are parsed from their typestr (dtype.str).
+DLDataType dtype_of(PyObject* dtype, const char* arg) {
+  static constexpr int kSlots = 32;
+  static PyObject* keys[kSlots] = {};
+  static DLDataType values[kSlots] = {};
+  static int used = 0;
+  for (int i = 0; i < used; ++i)
+    if (keys[i] == dtype) return values[i];
+  py::object str = attr(dtype, field_names().str);
+  if (!PyUnicode_Check(str.ptr()))
+    fail(PyExc_TypeError, fmt::format("{}: dtype.str is a {}, not a str", arg, Py_TYPE(str.ptr())->tp_name));
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(str.ptr(), &n);
+  if (!s) throw py::error_already_set();
+  const DLDataType parsed = dtype_from_typestr(std::string_view(s, static_cast<std::size_t>(n)), arg);
+  if (used < kSlots) {
+    Py_INCREF(dtype);
+    keys[used] = dtype;
+    values[used] = parsed;
+    ++used;
+  }
+  return parsed;
+}
+
+std::uintptr_t address_of(PyObject* v, const char* arg, const char* what) {
+  if (v == Py_None) return 0;
+  const std::int64_t p = int_item(v, arg, what);
+  if (p < 0) fail(PyExc_ValueError, fmt::format("{}: {} is negative", arg, what));
+  return static_cast<std::uintptr_t>(p);
+}
+
+bool type_is(PyTypeObject* type, const char* module, const char* qualname) {
+  const FieldNames& k = field_names();
+  PyObject* t = reinterpret_cast<PyObject*>(type);
+  auto equals = [&](PyObject* name, const char* expected) {
+    PyObject* v = PyObject_GetAttr(t, name);
+    if (!v) {
+      PyErr_Clear();
+      return false;
+    }
+    const char* s = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : nullptr;
+    if (!s) PyErr_Clear();
+    const bool same = s && std::strcmp(s, expected) == 0;
+    Py_DECREF(v);
+    return same;
+  };
+  return equals(k.module, module) && equals(k.qualname, qualname);
+}
+
+// cupy.ndarray: data.ptr, data.device_id, shape, strides (bytes), dtype; never read-only.
+void view_cupy(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
+  const FieldNames& k = field_names();
+  py::object data = attr(obj, k.data);
+  const std::uintptr_t ptr = address_of(attr(data.ptr(), k.ptr).ptr(), arg, "data.ptr");
+  const std::int64_t device = int_item(attr(data.ptr(), k.device_id).ptr(), arg, "data.device_id");
+  Dims shape, strides;
+  int_sequence(attr(obj, k.shape).ptr(), shape, arg, "shape");
+  int_sequence(attr(obj, k.strides).ptr(), strides, arg, "strides");
+  if (strides.size() != shape.size())
+    fail(PyExc_ValueError, fmt::format("{}: strides has {} entries for {} dimensions", arg, strides.size(), shape.size()));
+  const DLDataType dtype = dtype_of(attr(obj, k.dtype).ptr(), arg);
+  fill_from_cai(ptr, false, shape.data(), shape.size(), strides.data(), dtype,
+                {kDLCUDA, static_cast<std::int32_t>(device)}, view, arg);  // InteropError: view_array translates
+  if (view.size() == 0) return;
+  std::optional<CUstream> producer = cupy_stream(view.device.device_id);
+  if (producer && *producer != consumer) stream_wait(view.device.device_id, consumer, *producer);
+}
+
+// numba DeviceNDArray: device_ctypes_pointer.value, shape, strides (bytes), dtype, and the stream
+// the array is bound to (0: none), as its CAI reports them.
+void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
+  const FieldNames& k = field_names();
+  py::object pointer = attr(obj, k.device_ctypes_pointer);
+  const std::uintptr_t ptr = address_of(attr(pointer.ptr(), k.value).ptr(), arg, "device_ctypes_pointer.value");
+  Dims shape, strides;
+  int_sequence(attr(obj, k.shape).ptr(), shape, arg, "shape");
+  int_sequence(attr(obj, k.strides).ptr(), strides, arg, "strides");
+  if (strides.size() != shape.size())
+    fail(PyExc_ValueError, fmt::format("{}: strides has {} entries for {} dimensions", arg, strides.size(), shape.size()));
+  const DLDataType dtype = dtype_of(attr(obj, k.dtype).ptr(), arg);
+  py::object stream = attr(obj, k.stream);
+  CUstream producer = consumer;
+  if (!(PyLong_CheckExact(stream.ptr()) && PyLong_AsLong(stream.ptr()) == 0)) {
+    PyObject* as_int = PyNumber_Long(stream.ptr());  // a numba Stream: int() is its handle
+    if (!as_int) raise_producer_error(arg);
+    py::object owned = py::reinterpret_steal<py::object>(as_int);
+    producer = stream_from_int(address_of(as_int, arg, "stream"));
+  }
+  fill_from_cai(ptr, false, shape.data(), shape.size(), strides.data(), dtype, {kDLCUDA, 0}, view, arg);
+  view.device.device_id = cai_device(ptr, arg);
+  if (view.size() != 0 && producer != consumer) stream_wait(view.device.device_id, consumer, producer);
+}
+
+}  // namespace
+
+bool is_cupy_ndarray(PyTypeObject* type) { return type_is(type, "cupy", "ndarray"); }
+
+bool is_numba_device_array(PyTypeObject* type) {
+  return type_is(type, "numba.cuda.cudadrv.devicearray", "DeviceNDArray");
+}
+
+void view_framework_fields(PyObject* obj, Protocol protocol, CUstream consumer, ArrayView& view, const char* arg) {
+  if (protocol == Protocol::cupy_fields) view_cupy(obj, consumer, view, arg);
+  else view_numba(obj, consumer, view, arg);
+}
+
+std::optional<CUstream> cupy_stream(int device_id) {
+  // The functions are looked up once (cupy stays imported once it was); the stream once per call.
+  struct Memo {
+    std::uint64_t generation = 0;
+    int device = -2;
+    CUstream stream = nullptr;
+  };
+  thread_local Memo memo;
+  const int current = current_device();
+  if (device_id < 0) device_id = current;
+  if (memo.generation == call_generation() && memo.device == device_id) return memo.stream;
+  static PyObject* current_ptr = nullptr;   // cupy.cuda.stream.get_current_stream_ptr(): current device
+  static PyObject* get_current = nullptr;   // cupy.cuda.get_current_stream(device_id)
+  if (!get_current) {
+    PyObject* cupy = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy");  // borrowed; never imported here
+    if (!cupy) return std::nullopt;
+    py::object cuda = py::reinterpret_borrow<py::object>(cupy).attr("cuda");
+    get_current = py::object(cuda.attr("get_current_stream")).release().ptr();
+    PyObject* stream_module = PyObject_GetAttrString(cuda.ptr(), "stream");
+    if (stream_module) {
+      current_ptr = PyObject_GetAttrString(stream_module, "get_current_stream_ptr");  // absent in old CuPy
+      Py_DECREF(stream_module);
+    }
+    if (!current_ptr) PyErr_Clear();
+  }
+  py::object handle;
+  if (device_id == current && current_ptr) {
+    handle = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(current_ptr));
+  } else {
+    PyObject* s = PyObject_CallFunction(get_current, "i", device_id);
+    if (!s && PyErr_ExceptionMatches(PyExc_TypeError)) {  // an older CuPy: current device only
+      PyErr_Clear();
+      s = PyObject_CallNoArgs(get_current);
+    }
+    if (s) {
+      py::object stream = py::reinterpret_steal<py::object>(s);
+      handle = stream.attr("ptr");
+    }
+  }
+  if (!handle) throw py::error_already_set();
+  memo = {call_generation(), device_id, stream_from_int(handle.cast<std::uintptr_t>())};
+  return memo.stream;
+}
+
+}  // namespace jitbridge::python
