@@ -83,12 +83,20 @@ def main():
     jitbridge.as_array(c)
     add("jitbridge.as_array(cupy array)", median_us(lambda: jitbridge.as_array(c), number=5_000), 1.0,
         f"protocol: {_core._adapter_protocol(type(c))}")
+    add("  view cupy array, C++ loop", min(_core._bench_view(c, 100_000) for _ in range(5)) / 1000, None,
+        "the launcher's path")
+    add("  for comparison: cupy's __cuda_array_interface__ alone",
+        median_us(lambda: c.__cuda_array_interface__, number=5_000), None, "CuPy building its dict")
     if numba_cuda is not None:
         try:
             d = numba_cuda.to_device(np.zeros((256, 256), np.float32))
             jitbridge.as_array(d)
             add("jitbridge.as_array(numba array)", median_us(lambda: jitbridge.as_array(d), number=5_000), 1.0,
-                f"protocol: {_core._adapter_protocol(type(d))} (includes numba building its dict)")
+                f"protocol: {_core._adapter_protocol(type(d))}")
+            add("  view numba array, C++ loop", min(_core._bench_view(d, 100_000) for _ in range(5)) / 1000, None,
+                "the launcher's path")
+            add("  for comparison: numba's __cuda_array_interface__ alone",
+                median_us(lambda: d.__cuda_array_interface__, number=5_000), None, "Numba building its dict")
         except Exception as e:  # noqa: BLE001
             add("jitbridge.as_array(numba array)", None, 1.0, f"failed: {e}")
 
@@ -99,6 +107,12 @@ def main():
     alloc_and_hand_to_torch()
     add("jitbridge.empty + torch.from_dlpack", median_us(alloc_and_hand_to_torch, number=5_000), 3.0)
     add("jitbridge.empty alone", median_us(lambda: jitbridge.empty((1024,), "float32"), number=5_000))
+    out = jitbridge.empty((1024,), "float32")
+    add("  torch.from_dlpack(jitbridge.Tensor) alone", median_us(lambda: torch.from_dlpack(out), number=5_000))
+    add("    of which Tensor.__dlpack__(stream=1, max_version=(1, 0))",
+        median_us(lambda: out.__dlpack__(stream=1, max_version=(1, 0)), number=5_000))
+    add("    of which torch.cuda.current_stream('cuda:0')",
+        median_us(lambda: torch.cuda.current_stream("cuda:0"), number=5_000), None, "torch's own Python")
     if exchange:
         add("jitbridge.empty_like(torch tensor) (torch's allocator)",
             median_us(lambda: jitbridge.empty_like(x), number=5_000))

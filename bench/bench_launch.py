@@ -66,6 +66,8 @@ def main():
     add("raw cuLaunchKernel (C++ loop, this process)",
         lambda: ((lambda: k._raw_launch_batch(1, 32, (ta, tb, tc, td, n), BATCH)), sync_torch))
     add("python loop harness (empty lambda)", lambda: (python_batch(lambda: None), lambda: None))
+    floor = k._prepared((1,), (32,), (ta, tb, tc, td, n))
+    add("floor: Python -> C -> cuLaunchKernel, prepacked, no checks", lambda: (python_batch(floor), sync_torch))
     add("jitbridge, 4 torch tensors + int", lambda: (python_batch(lambda: k((1,), (32,), (ta, tb, tc, td, n))), sync_torch))
     kk = k[1, 32]
     add("jitbridge k[1, 32](...), torch tensors", lambda: (python_batch(lambda: kk(ta, tb, tc, td, n)), sync_torch))
@@ -150,6 +152,13 @@ def main():
         table.append([name, f"{med[name]:.2f}", f"{net:.2f}", f"{ratio:.2f}x", verdict])
     for name, why in unavailable:
         table.append([name, why, "", "", ""])
+    phases = {}
+    for _ in range(5):
+        for name, us in k._launch_phases((1,), (32,), (ta, tb, tc, td, n), 2000).items():
+            phases[name] = min(phases.get(name, 1e9), us)
+        torch.cuda.synchronize()
+    print_table("jitbridge's Python launch path, 4 torch tensors + int: each phase alone in a C++ loop (us per call)",
+                ["phase", "us"], [[name, f"{us:.4f}"] for name, us in phases.items()])
     steps = cpp_steps()
     print_table("jitbridge's C++ launch, separate process (us per call; step_* rows: each step alone)",
                 ["measurement", "us"], [[k, f"{v:.4f}"] for k, v in steps.items()])

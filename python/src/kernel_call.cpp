@@ -17,21 +17,32 @@ struct Scratch {
   std::vector<ArrayView> views;
   std::vector<ArgValue> values;
   std::vector<Py_buffer> buffers;  // held bytes-like arguments, released after packing
-  std::vector<bool> buffer_held;
+  std::vector<char> buffer_held;
+  std::size_t held = 0;            // how many buffers are held (usually none)
   ArgBuffer packed;
   void prepare(std::size_t n) {
-    if (views.size() < n) views.resize(n);
+    if (views.size() < n) {
+      views.resize(n);
+      buffers.resize(n);
+      buffer_held.resize(n);
+    }
     values.assign(n, ArgValue{});
-    if (buffers.size() < n) buffers.resize(n);
-    buffer_held.assign(n, false);
+  }
+  void hold_buffer(std::size_t i) {
+    buffer_held[i] = 1;
+    ++held;
   }
   // Drops what the arguments lent us: DLPack tensors (their deleters run now) and buffers.
   void release(std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      views[i].owner.reset();
-      if (buffer_held[i]) PyBuffer_Release(&buffers[i]);
+    for (std::size_t i = 0; i < n; ++i)
+      if (views[i].owner) views[i].owner.reset();
+    for (std::size_t i = 0; held && i < n; ++i) {
+      if (buffer_held[i]) {
+        PyBuffer_Release(&buffers[i]);
+        buffer_held[i] = 0;
+        --held;
+      }
     }
-    buffer_held.assign(buffer_held.size(), false);
   }
 };
 
@@ -101,7 +112,7 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
   } else if (PyObject_CheckBuffer(o)) {
     // bytearray, memoryview, NumPy structured scalars (np.void): the bytes, as they are.
     if (PyObject_GetBuffer(o, &s.buffers[i], PyBUF_C_CONTIGUOUS) != 0) raise_now();
-    s.buffer_held[i] = true;
+    s.hold_buffer(i);
     v.kind = ArgValue::Kind::bytes;
     v.data = s.buffers[i].buf;
     v.size = static_cast<std::size_t>(s.buffers[i].len);
@@ -249,6 +260,75 @@ double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* co
                              config.block.z, static_cast<unsigned>(config.shared_mem), config.stream, params, nullptr),
           "cuLaunchKernel");
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args) {
+  const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(args.ptr()));
+  Scratch& s = scratch();
+  s.prepare(n);
+  ReleaseOnExit release{s, n};
+  const Function* f = nullptr;
+  const Device& dev = prepare_launch(k, config, &PyTuple_GET_ITEM(args.ptr(), 0), n, nullptr, s, f);
+  dev.make_current();
+  PreparedLaunch p;
+  p.function = f->function_for(dev);
+  p.config = config;
+  std::vector<std::size_t> offsets;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : f->param_sizes()[i];
+    offsets.push_back(p.storage.size());
+    p.storage.resize(p.storage.size() + (size + 15) / 16 * 2);
+    std::memcpy(p.storage.data() + offsets.back(), s.packed.pointers()[i], size);
+  }
+  for (std::size_t off : offsets) p.params.push_back(p.storage.data() + off);
+  p.keepalive = args;
+  return p;
+}
+
+void PreparedLaunch::launch() const {
+  check(driver().cuLaunchKernel(function, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
+                                config.block.z, static_cast<unsigned>(config.shared_mem), config.stream,
+                                const_cast<void**>(params.data()), nullptr),
+        "cuLaunchKernel");
+}
+
+py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args_tuple, int n) {
+  PyObject* const* args = &PyTuple_GET_ITEM(args_tuple.ptr(), 0);
+  const std::size_t count = static_cast<std::size_t>(PyTuple_GET_SIZE(args_tuple.ptr()));
+  Scratch& s = scratch();
+  using clock = std::chrono::steady_clock;
+  auto per_call = [n](clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / n;
+  };
+  py::dict out;
+  clock::time_point t0 = clock::now();
+  for (int i = 0; i < n; ++i) consumer_stream(py::none(), args, count, "stream");
+  out["consumer_stream"] = per_call(t0);
+  t0 = clock::now();
+  for (int i = 0; i < n; ++i) {
+    s.prepare(count);
+    convert_arguments(k, args, count, nullptr, s);
+    s.release(count);
+  }
+  out["convert_arguments"] = per_call(t0);
+  s.prepare(count);
+  convert_arguments(k, args, count, nullptr, s);
+  t0 = clock::now();
+  for (int i = 0; i < n; ++i) pack(k, count, s);
+  out["pack"] = per_call(t0);
+  const Function* f = nullptr;
+  const Device& dev = prepare_launch(k, config, args, count, nullptr, s, f);
+  t0 = clock::now();
+  for (int i = 0; i < n; ++i) validate_launch(*f, config, dev);
+  out["validate"] = per_call(t0);
+  t0 = clock::now();
+  for (int i = 0; i < n; ++i) launch(*f, config, dev, s.packed.pointers());
+  out["launch"] = per_call(t0);
+  s.release(count);
+  t0 = clock::now();
+  for (int i = 0; i < n; ++i) launch_from_python(k, config, args, static_cast<Py_ssize_t>(count), nullptr);
+  out["launch_from_python"] = per_call(t0);
+  return out;
 }
 
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs) {

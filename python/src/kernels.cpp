@@ -107,6 +107,16 @@ PyObject* configured_call(PyObject* self, PyObject* args, PyObject* kwargs) {
   }
 }
 
+// _Prepared(): one raw cuLaunchKernel (the benchmark's Python-in-the-loop floor).
+PyObject* prepared_call(PyObject* self, PyObject*, PyObject*) {
+  try {
+    self_of<PreparedLaunch>(self).launch();
+    Py_RETURN_NONE;
+  } catch (...) {
+    return translate();
+  }
+}
+
 int current_ordinal() {
   const DriverApi& api = driver();
   CUcontext ctx = nullptr;
@@ -240,6 +250,24 @@ void bind_kernels(py::module_& m) {
            py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
            "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "
            "(converted and checked once), in a C++ loop.")
+      .def("_prepared",
+           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args) {
+             LaunchConfig c;
+             c.grid = parse_dim3(grid, "grid");
+             c.block = parse_dim3(block, "block");
+             return prepare_floor(k, c, args);
+           },
+           py::arg("grid"), py::arg("block"), py::arg("args"),
+           "Benchmark floor: a callable doing one raw cuLaunchKernel with these arguments, converted, checked and "
+           "packed once (no checks per call).")
+      .def("_launch_phases",
+           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int n) {
+             LaunchConfig c;
+             c.grid = parse_dim3(grid, "grid");
+             c.block = parse_dim3(block, "block");
+             return launch_phases(k, c, args, n);
+           },
+           py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("n"))
       .def("_pack",
            [](const KernelObject& k, py::args args) {
              return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));
@@ -276,6 +304,10 @@ void bind_kernels(py::module_& m) {
         return fmt::format("<{}[({}, {}, {}), ({}, {}, {})]>", ck.core->name, c.grid.x, c.grid.y, c.grid.z, c.block.x,
                            c.block.y, c.block.z);
       });
+
+  py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
+                               heap->ht_type.tp_call = prepared_call;
+                             }));
 
   m.def("synchronize", [](py::object device) {
     int ordinal = device.is_none() ? current_ordinal() : device.cast<int>();

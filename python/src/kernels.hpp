@@ -60,6 +60,23 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
 double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
                         int batch);
 
+// Benchmark floor with Python in the loop: the arguments converted, checked and packed once; each
+// launch() is one cuLaunchKernel with the packed bytes and nothing else (no checks, no stream
+// rule). `keepalive` holds the arrays whose addresses were packed.
+struct PreparedLaunch {
+  CUfunction function = nullptr;
+  LaunchConfig config;
+  std::vector<std::uint64_t> storage;  // each parameter's bytes, 16-byte aligned
+  std::vector<void*> params;
+  py::object keepalive;
+  void launch() const;  // throws DriverError
+};
+// Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n (the
+// launch's own phases: consumer_stream, convert_arguments, pack, validate, launch, and the whole
+// launch_from_python). Launches 2n times.
+py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args, int n);
+PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args);
+
 // grid=/block=/cluster= values: an int or a tuple of up to 3 ints, each >= 1.
 Dim3 parse_dim3(py::handle value, const char* what);
 
