@@ -24,6 +24,9 @@ int cai_device(std::uintptr_t ptr, const char* arg);
 
 // Incremented by every consumer_stream() call: memos keyed by it live for one launch / as_array.
 std::uint64_t call_generation() noexcept;
+// Drops the memo of the first array's DLTensor (consumer_stream() keeps it for the view that
+// follows), so a benchmark loop over one array measures a full view each time.
+void forget_first_tensor() noexcept;
 
 // Reads the fields a cupy.ndarray (Protocol::cupy_fields) or a numba DeviceNDArray
 // (Protocol::numba_fields) would put in its __cuda_array_interface__ straight from its attributes,

@@ -488,6 +488,8 @@ void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what) {
 
 std::uint64_t call_generation() noexcept { return stream_generation; }
 
+void forget_first_tensor() noexcept { first_tensor_memo.obj = nullptr; }
+
 // ---- the interface (arrays.hpp) ----------------------------------------------------------------
 
 const TypeAdapter& adapter_for(PyTypeObject* type) {
