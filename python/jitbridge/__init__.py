@@ -42,6 +42,14 @@ from ._kernels import RawKernel, RawModule
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython):
+    """``%load_ext jitbridge`` in IPython/Jupyter: adds the ``%%cuda_kernel NAME`` cell magic (jitbridge.ipython)."""
+    from .ipython import load_ipython_extension as load
+
+    load(ipython)
+
+
 # Show the compiled classes as jitbridge.Program & co. (help(), reprs of the types).
 for _cls in (Program, Kernel, Signature, Param, Resources, ArrayView, Tensor):
     _cls.__module__ = __name__

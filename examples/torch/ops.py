@@ -1,0 +1,284 @@
+"""ops.py — two differentiable PyTorch ops declared from jitbridge kernels: fused bias + GELU, and row-wise softmax.
+
+The examples (fused_bias_gelu.py, softmax.py), the GPU tests and bench/bench_torch_op.py import this module. Each
+op is one jitbridge.torch.custom_op declaration: the kernels (templates compiled for float and double), which
+tensor goes to which kernel parameter, how big the outputs are, what to save for the backward, and the backward
+launches. jitbridge checks the declaration against the kernels' signatures when this module is imported.
+
+Run it as a script for a quick self-check: python3 examples/torch/ops.py
+"""
+import jitbridge
+import jitbridge.torch as jt
+from jitbridge.torch import Launch, Output, numel, size
+
+# Both ops come in a float and a double flavour: one template, two instances. A dict {dtype: kernel} in a Launch
+# makes jitbridge pick the kernel by the dtype of the op's first tensor input.
+DTYPES = {"float32": "float", "float64": "double"}
+
+
+def per_dtype(module, kernel):
+    """{'float32': kernel<float>, 'float64': kernel<double>} from a RawModule compiled with those instances."""
+    return {dtype: module.get_function(f"{kernel}<{ctype}>") for dtype, ctype in DTYPES.items()}
+
+
+def instances(*kernels):
+    return [f"{k}<{ctype}>" for k in kernels for ctype in DTYPES.values()]
+
+
+def blocks(n, per_block):
+    return (n + per_block - 1) // per_block
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 1. y = gelu_tanh(x + bias), x of shape [..., C], bias of shape [C].
+#
+# Forward: one pass over x (read x, write y) instead of eager PyTorch's two (x + bias, then gelu).
+# Backward: grad_x = grad_y * gelu'(x + bias) in one pass, and grad_bias = grad_x summed over all rows. The sum is
+# made deterministic (gradcheck runs the backward twice and compares bit for bit): each block sums ROWS_PER_BLOCK
+# rows of its columns in a fixed order into a scratch tensor `partial` [row blocks, C], then a second kernel adds
+# the row blocks up, again in a fixed order. No atomics, so the same inputs always give the same bits.
+# --------------------------------------------------------------------------------------------------------------
+GELU_SOURCE = r'''
+// gelu with the tanh approximation, as torch.nn.functional.gelu(x, approximate="tanh") computes it.
+__device__ __forceinline__ float tanh_(float v) { return tanhf(v); }
+__device__ __forceinline__ double tanh_(double v) { return tanh(v); }
+
+template <class T> __device__ __forceinline__ T gelu(T u) {
+  const T k0 = T(0.7978845608028654), k1 = T(0.044715);   // sqrt(2/pi), kappa
+  return T(0.5) * u * (T(1) + tanh_(k0 * (u + k1 * u * u * u)));
+}
+template <class T> __device__ __forceinline__ T gelu_grad(T u) {   // d gelu(u) / du
+  const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+  T t = tanh_(k0 * (u + k1 * u * u * u));
+  return T(0.5) * (T(1) + t) + T(0.5) * u * (T(1) - t * t) * k0 * (T(1) + T(3) * k1 * u * u);
+}
+
+// W consecutive elements moved as one 16-byte access when W * sizeof(T) == 16. Used only when every row starts
+// 16-byte aligned (C % W == 0 and aligned pointers: a tensor view may start anywhere).
+template <class T, int W> struct alignas(sizeof(T) * W) Pack { T v[W]; };
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15) == 0; }
+
+// Forward, grid-stride over packs of W elements; C % W == 0, so a pack never crosses a row.
+template <class T, int W>
+__device__ void bias_gelu_fwd_body(const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ y,
+                                   long long n, int C) {
+  typedef Pack<T, W> P;
+  const long long packs = n / W;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < packs;
+       i += (long long)gridDim.x * blockDim.x) {
+    P xv = reinterpret_cast<const P*>(x)[i];
+    P bv = *reinterpret_cast<const P*>(bias + (i * W) % C);
+    P out;
+#pragma unroll
+    for (int k = 0; k < W; ++k) out.v[k] = gelu(xv.v[k] + bv.v[k]);
+    reinterpret_cast<P*>(y)[i] = out;
+  }
+}
+
+template <class T>
+__global__ void bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ y,
+                              long long n, int C) {
+  constexpr int VW = 16 / sizeof(T);
+  if (C % VW == 0 && aligned16(x) && aligned16(bias) && aligned16(y)) bias_gelu_fwd_body<T, VW>(x, bias, y, n, C);
+  else bias_gelu_fwd_body<T, 1>(x, bias, y, n, C);
+}
+
+// Backward, part 1. Block (blockIdx.x, blockIdx.y) covers 4 * blockDim.x columns and rows
+// [blockIdx.y * rows_per_block, +rows_per_block). Each thread owns 4 columns (as packs of W), walks its rows in
+// order, writes grad_x and sums grad_x per column into partial[blockIdx.y][column].
+template <class T, int W>
+__device__ void bias_gelu_bwd_body(const T* __restrict__ x, const T* __restrict__ bias, const T* __restrict__ gy,
+                                   T* __restrict__ gx, T* __restrict__ partial, int rows, int C,
+                                   int rows_per_block) {
+  typedef Pack<T, W> P;
+  const int row0 = blockIdx.y * rows_per_block;
+  const int row1 = min(rows, row0 + rows_per_block);
+  for (int part = 0; part < 4 / W; ++part) {
+    const int c = blockIdx.x * 4 * blockDim.x + (part * blockDim.x + threadIdx.x) * W;
+    if (c >= C) continue;
+    const P b = *reinterpret_cast<const P*>(bias + c);
+    T acc[W];
+#pragma unroll
+    for (int k = 0; k < W; ++k) acc[k] = T(0);
+#pragma unroll 4
+    for (int r = row0; r < row1; ++r) {
+      const long long at = (long long)r * C + c;
+      const P xv = *reinterpret_cast<const P*>(x + at);
+      const P g = *reinterpret_cast<const P*>(gy + at);
+      P out;
+#pragma unroll
+      for (int k = 0; k < W; ++k) {
+        out.v[k] = g.v[k] * gelu_grad(xv.v[k] + b.v[k]);
+        acc[k] += out.v[k];
+      }
+      *reinterpret_cast<P*>(gx + at) = out;
+    }
+    P sums;
+#pragma unroll
+    for (int k = 0; k < W; ++k) sums.v[k] = acc[k];
+    *reinterpret_cast<P*>(partial + (long long)blockIdx.y * C + c) = sums;
+  }
+}
+
+template <class T>
+__global__ void bias_gelu_bwd(const T* __restrict__ x, const T* __restrict__ bias, const T* __restrict__ gy,
+                              T* __restrict__ gx, T* __restrict__ partial, int rows, int C, int rows_per_block) {
+  constexpr int VW = 16 / sizeof(T);
+  if (C % VW == 0 && aligned16(x) && aligned16(bias) && aligned16(gy) && aligned16(gx) && aligned16(partial))
+    bias_gelu_bwd_body<T, VW>(x, bias, gy, gx, partial, rows, C, rows_per_block);
+  else bias_gelu_bwd_body<T, 1>(x, bias, gy, gx, partial, rows, C, rows_per_block);
+}
+
+// Backward, part 2: grad_bias[c] = sum over row blocks of partial[.][c]. Block (32, 16): threadIdx.x picks the
+// column, threadIdx.y a slice of row blocks (every 16th); the 16 slice sums are added in order through shared
+// memory. Fixed order throughout, so the result is deterministic.
+template <class T>
+__global__ void bias_grad_reduce(const T* __restrict__ partial, T* __restrict__ grad_bias, int row_blocks, int C) {
+  __shared__ T slice[16][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  T acc = T(0);
+  if (c < C)
+    for (int rb = threadIdx.y; rb < row_blocks; rb += 16) acc += partial[(long long)rb * C + c];
+  slice[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    T total = T(0);
+    for (int s = 0; s < 16; ++s) total += slice[s][threadIdx.x];
+    grad_bias[c] = total;
+  }
+}
+'''
+ROWS_PER_BLOCK = 64          # rows summed per block in bias_gelu_bwd (more when gridDim.y would pass 65535)
+BWD_THREADS = 256            # bias_gelu_bwd: each thread owns 4 columns, so a block covers 1024
+gelu_module = jitbridge.RawModule(code=GELU_SOURCE,
+                                  name_expressions=instances("bias_gelu_fwd", "bias_gelu_bwd", "bias_grad_reduce"))
+
+
+def rows_of(x):
+    """x viewed as [rows, C]: the number of rows."""
+    return x.numel() // max(1, x.shape[-1])
+
+
+def rows_per_block(x):
+    """Rows each bias_gelu_bwd block sums: ROWS_PER_BLOCK, or more so that the row blocks fit gridDim.y."""
+    return max(ROWS_PER_BLOCK, blocks(rows_of(x), 65535))
+
+
+def row_blocks(x):
+    return blocks(rows_of(x), rows_per_block(x))
+
+
+def check_bias_gelu(x, bias):
+    """Raises ValueError unless bias is 1-D and matches x's last dimension (also runs on fake tensors)."""
+    if x.dim() < 1 or bias.dim() != 1 or x.shape[-1] != bias.shape[0]:
+        raise ValueError(f"bias must have shape [C] for x of shape [..., C]; got x {tuple(x.shape)}, "
+                         f"bias {tuple(bias.shape)}")
+
+
+BIAS_GELU = dict(
+    inputs=("x", "bias"),
+    outputs={"y": Output(like="x")},
+    check=check_bias_gelu,
+    # 1024 elements per block of 256 threads (a float4 each); the kernel loops if there are more.
+    forward=Launch(per_dtype(gelu_module, "bias_gelu_fwd"),
+                   args=("x", "bias", "y", numel("x"), size("x", -1)),
+                   grid=lambda x: blocks(x.numel(), 1024), block=256),
+    save=("x", "bias"),
+    backward=(
+        Launch(per_dtype(gelu_module, "bias_gelu_bwd"),
+               args=("x", "bias", "grad_y", "grad_x", "partial", rows_of, size("x", -1), rows_per_block),
+               grid=lambda x: (blocks(x.shape[-1], 4 * BWD_THREADS), row_blocks(x)),
+               block=BWD_THREADS),
+        Launch(per_dtype(gelu_module, "bias_grad_reduce"),
+               args=("partial", "grad_bias", size("partial", 0), size("x", -1)),
+               grid=lambda x: blocks(x.shape[-1], 32), block=(32, 16)),
+    ),
+    grads={"x": Output(like="x"), "bias": Output(like="bias")},
+    scratch={"partial": Output(shape=lambda x: (row_blocks(x), x.shape[-1]))},
+)
+fused_bias_gelu = jt.custom_op("jitbridge_examples::fused_bias_gelu", **BIAS_GELU)
+
+# --------------------------------------------------------------------------------------------------------------
+# 2. Row-wise softmax of x [R, C]: one block per row; the row's max and sum are block reductions (warp shuffles,
+# then one value per warp through shared memory, added in a fixed order). Backward:
+# grad_x = y * (grad_y - sum(grad_y * y, row)), from the saved output y.
+# --------------------------------------------------------------------------------------------------------------
+SOFTMAX_SOURCE = r'''
+__device__ __forceinline__ float exp_(float v) { return expf(v); }
+__device__ __forceinline__ double exp_(double v) { return exp(v); }
+
+struct Max { template <class T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
+struct Sum { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+
+// Reduces v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+template <class T, class Op> __device__ T block_reduce(T v, Op op) {
+  __shared__ T per_warp[32];
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  __syncthreads();                        // per_warp may still be read by an earlier reduction
+  if ((threadIdx.x & 31) == 0) per_warp[threadIdx.x >> 5] = v;
+  __syncthreads();
+  T r = per_warp[0];
+  for (int w = 1; w < (int)(blockDim.x >> 5); ++w) r = op(r, per_warp[w]);
+  return r;
+}
+
+template <class T>
+__global__ void softmax_fwd(const T* __restrict__ x, T* __restrict__ y, int C) {
+  if (C <= 0) return;
+  const T* row = x + (long long)blockIdx.x * C;
+  T* out = y + (long long)blockIdx.x * C;
+  T m = row[0];
+  for (int c = threadIdx.x; c < C; c += blockDim.x) m = Max()(m, row[c]);
+  m = block_reduce(m, Max());
+  T s = T(0);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += exp_(row[c] - m);
+  const T inv = T(1) / block_reduce(s, Sum());
+  for (int c = threadIdx.x; c < C; c += blockDim.x) out[c] = exp_(row[c] - m) * inv;
+}
+
+template <class T>
+__global__ void softmax_bwd(const T* __restrict__ y, const T* __restrict__ gy, T* __restrict__ gx, int C) {
+  const long long base = (long long)blockIdx.x * C;
+  T dot = T(0);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) dot += gy[base + c] * y[base + c];
+  dot = block_reduce(dot, Sum());
+  for (int c = threadIdx.x; c < C; c += blockDim.x) gx[base + c] = y[base + c] * (gy[base + c] - dot);
+}
+'''
+SOFTMAX_THREADS = 256
+softmax_module = jitbridge.RawModule(code=SOFTMAX_SOURCE, name_expressions=instances("softmax_fwd", "softmax_bwd"))
+
+
+def check_softmax(x):
+    """Raises ValueError unless x is 2-D (also runs on fake tensors)."""
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D [rows, columns], got shape {tuple(x.shape)}")
+
+
+ROW_SOFTMAX = dict(
+    inputs=("x",),
+    outputs={"y": Output(like="x")},
+    check=check_softmax,
+    forward=Launch(per_dtype(softmax_module, "softmax_fwd"), args=("x", "y", size("x", 1)),
+                   grid=size("x", 0), block=SOFTMAX_THREADS),
+    save=("y",),       # the backward needs only the output
+    backward=Launch(per_dtype(softmax_module, "softmax_bwd"), args=("y", "grad_y", "grad_x", size("y", 1)),
+                    grid=size("y", 0), block=SOFTMAX_THREADS),
+    grads={"x": Output(like="y")},
+)
+row_softmax = jt.custom_op("jitbridge_examples::row_softmax", **ROW_SOFTMAX)
+
+
+def _self_check():
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.randn(300, 200, device="cuda", dtype=torch.float64)
+    bias = torch.randn(200, device="cuda", dtype=torch.float64)
+    torch.testing.assert_close(fused_bias_gelu(x, bias), F.gelu(x + bias, approximate="tanh"))
+    torch.testing.assert_close(row_softmax(x), torch.softmax(x, dim=1))
+    print("ops: ok")
+
+
+if __name__ == "__main__":
+    _self_check()
