@@ -71,42 +71,50 @@ def train_a_few_steps(steps=60):
     assert model[1].bias.grad is not None and model[1].bias.grad.abs().sum() > 0
 
 
-def time_forward_backward_ms(fn, x, bias, grad_y, reps=10, warmup=3):
-    """Median milliseconds of y = fn(x, bias) plus the gradients of x and bias, timed with CUDA events."""
-    def step():
-        y = fn(x, bias)
-        torch.autograd.grad(y, (x, bias), grad_y)
-
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def forward_backward(fn, x, bias, grad_y):
+    """One training step's worth of work: y = fn(x, bias), then the gradients of x and bias."""
+    y = fn(x, bias)
+    torch.autograd.grad(y, (x, bias), grad_y)
 
 
-def measure_speedups(rows=65536, cols=1024, reps=10):
+def time_ms(step):
+    """Milliseconds one call of step() takes on the GPU, timed with CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    step()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def measure_speedups(rows=65536, cols=1024, rounds=30, warmup=3):
     """[(variant, milliseconds or None, note)] for forward + backward on x [rows, cols] float32: eager PyTorch, the
-    composite under torch.compile, and the jitbridge op. A variant that cannot run here gets None and the reason."""
+    composite under torch.compile, and the jitbridge op. The variants take turns (one step each per round, the
+    median over the rounds), so a slower or faster patch of the machine hits them alike. A variant that cannot run
+    here gets None and the reason."""
     x = torch.randn(rows, cols, device="cuda", requires_grad=True)
     bias = torch.randn(cols, device="cuda", requires_grad=True)
     grad_y = torch.randn(rows, cols, device="cuda")
     variants = [("eager PyTorch: gelu(x + bias)", lambda: reference),
                 ("torch.compile(gelu(x + bias))", lambda: torch.compile(reference, fullgraph=True)),
                 ("jitbridge op fused_bias_gelu", lambda: fused_bias_gelu)]
-    results = []
+    steps, failed = {}, {}
     for name, make in variants:
         try:
-            results.append((name, time_forward_backward_ms(make(), x, bias, grad_y, reps=reps), ""))
+            fn = make()
+            step = (lambda f: lambda: forward_backward(f, x, bias, grad_y))(fn)
+            for _ in range(warmup):  # compiles (torch.compile) and fills the caching allocator
+                step()
+            torch.cuda.synchronize()
+            steps[name] = step
         except Exception as e:  # torch.compile needs a working Triton/compiler toolchain
-            results.append((name, None, f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"))
-    return results
+            failed[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            times[name].append(time_ms(step))
+    return [(name, statistics.median(times[name]), "") if name in steps else (name, None, failed[name])
+            for name, _ in variants]
 
 
 def print_speedups(results, elements):

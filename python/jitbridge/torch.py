@@ -17,8 +17,8 @@
     )
     y = fused(x, bias)      # a torch.library custom op: eager, torch.compile(fullgraph=True), CUDA graphs
 
-``custom_op`` registers a ``torch.library.custom_op`` (with a fake implementation from the Output rules and, with
-``backward=``, a second op ``<name>_backward`` plus ``register_autograd``); ``function`` gives an eager-only
+``custom_op`` registers a torch.library op (a functional schema, the runner for CUDA, a fake implementation from
+the Output rules and, with ``backward=``, a second op ``<name>_backward`` plus ``register_autograd``); ``function`` gives an eager-only
 ``torch.autograd.Function`` with less overhead per call. Both check the declaration first and raise
 ``OpDeclarationError`` before torch is even imported: importing this module never imports torch; registering an op
 without PyTorch installed raises ImportError. At call time both raise before any launch: ValueError for a tensor
@@ -34,7 +34,7 @@ __all__ = ["custom_op", "function", "Launch", "Output", "numel", "size", "OpDecl
 def custom_op(name, *, inputs, outputs, forward, save=(), backward=(), grads=None, scratch=None, check=None,
               contiguous=True):
     """Declares and registers a PyTorch custom op ``name`` ("namespace::name") run by jitbridge kernels; returns
-    the op (a ``torch.library.CustomOpDef``, called like ``torch.ops.namespace.name``).
+    the op (the ``torch._ops.OpOverload`` ``torch.ops.namespace.name.default``).
 
     inputs      names in call order: ``"x"`` is a Tensor, ``"alpha: float"`` / ``"n: int"`` / ``"flag: bool"`` a
                 scalar (scalars are also available by name to args and rules).
@@ -235,27 +235,41 @@ class _AutogradLink:
         return tuple(out)
 
 
+_LIBRARIES = []  # the torch.library.Library fragments of registered ops: their registrations live as long as they do
+
+
 def _register_custom_op(spec):
-    """Registers ``spec`` with torch.library: the op, its fake, and with a backward the ``<name>_backward`` op
-    (its own fake) and register_autograd. Returns the op."""
+    """Registers ``spec`` with torch.library: the op (schema, the runner as its CUDA and CPU kernel, the fake), and
+    with a backward the ``<name>_backward`` op the same way plus register_autograd. Returns the op's OpOverload.
+
+    The runner is registered per dispatch key (``Library.impl``) rather than through ``torch.library.custom_op``,
+    whose per-call Python wrapper costs several microseconds; the CPU registration is the same runner, which
+    refuses CPU tensors with a ValueError naming the argument. torch.compile, opcheck and CUDA graphs see the same
+    thing as for custom_op: a functional schema, a fake implementation and an autograd formula."""
     torch = _import_torch("custom_op")
-    library = torch.library
+    namespace, _, short = spec.name.partition("::")
+    library = torch.library.Library(namespace, "FRAGMENT")
+    _LIBRARIES.append(library)
+    ops = getattr(torch.ops, namespace)
 
     def define(name, phase, returns):
-        op = library.custom_op(name, _phase_runner(phase, spec.contiguous, torch, fake=False), mutates_args=(),
-                               schema=phase.schema(returns))
-        op.register_fake(_phase_runner(phase, spec.contiguous, torch, fake=True))
-        return op
+        library.define(name + phase.schema(returns))
+        real = _phase_runner(phase, spec.contiguous, torch, fake=False)
+        for key in ("CUDA", "CPU"):
+            library.impl(name, real, key)
+        torch.library.register_fake(f"{namespace}::{name}", _phase_runner(phase, spec.contiguous, torch, fake=True),
+                                    lib=library)
+        return getattr(ops, name).default
 
-    op = define(spec.name, spec.forward, len(spec.outputs))
+    op = define(short, spec.forward, len(spec.outputs))
     if spec.backward is not None:
-        backward_op = define(spec.name + "_backward", spec.backward, len(spec.grads))
+        backward_op = define(short + "_backward", spec.backward, len(spec.grads))
         link = _AutogradLink(spec, torch)
 
         def backward(ctx, *grads):
             return link.backward(ctx, grads, backward_op)
 
-        op.register_autograd(backward, setup_context=link.setup_context)
+        torch.library.register_autograd(spec.name, backward, setup_context=link.setup_context, lib=library)
     return op
 
 
