@@ -89,19 +89,31 @@ bool type_is(PyTypeObject* type, const char* module, const char* qualname) {
   return equals(k.module, module) && equals(k.qualname, qualname);
 }
 
+// shape, strides (bytes) and dtype, which CuPy and Numba arrays both carry as NumPy does.
+struct Layout {
+  Dims shape, strides;
+  DLDataType dtype{};
+};
+
+void read_layout(PyObject* obj, Layout& out, const char* arg) {
+  const FieldNames& k = field_names();
+  int_sequence(attr(obj, k.shape).ptr(), out.shape, arg, "shape");
+  int_sequence(attr(obj, k.strides).ptr(), out.strides, arg, "strides");
+  if (out.strides.size() != out.shape.size())
+    fail(PyExc_ValueError,
+         fmt::format("{}: strides has {} entries for {} dimensions", arg, out.strides.size(), out.shape.size()));
+  out.dtype = dtype_of(attr(obj, k.dtype).ptr(), arg);
+}
+
 // cupy.ndarray: data.ptr, data.device_id, shape, strides (bytes), dtype; never read-only.
 void view_cupy(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
   const FieldNames& k = field_names();
   py::object data = attr(obj, k.data);
   const std::uintptr_t ptr = address_of(attr(data.ptr(), k.ptr).ptr(), arg, "data.ptr");
   const std::int64_t device = int_item(attr(data.ptr(), k.device_id).ptr(), arg, "data.device_id");
-  Dims shape, strides;
-  int_sequence(attr(obj, k.shape).ptr(), shape, arg, "shape");
-  int_sequence(attr(obj, k.strides).ptr(), strides, arg, "strides");
-  if (strides.size() != shape.size())
-    fail(PyExc_ValueError, fmt::format("{}: strides has {} entries for {} dimensions", arg, strides.size(), shape.size()));
-  const DLDataType dtype = dtype_of(attr(obj, k.dtype).ptr(), arg);
-  fill_from_cai(ptr, false, shape.data(), shape.size(), strides.data(), dtype,
+  Layout layout;
+  read_layout(obj, layout, arg);
+  fill_from_cai(ptr, false, layout.shape.data(), layout.shape.size(), layout.strides.data(), layout.dtype,
                 {kDLCUDA, static_cast<std::int32_t>(device)}, view, arg);  // InteropError: view_array translates
   if (view.size() == 0) return;
   std::optional<CUstream> producer = cupy_stream(view.device.device_id);
@@ -114,12 +126,8 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
   const FieldNames& k = field_names();
   py::object pointer = attr(obj, k.device_ctypes_pointer);
   const std::uintptr_t ptr = address_of(attr(pointer.ptr(), k.value).ptr(), arg, "device_ctypes_pointer.value");
-  Dims shape, strides;
-  int_sequence(attr(obj, k.shape).ptr(), shape, arg, "shape");
-  int_sequence(attr(obj, k.strides).ptr(), strides, arg, "strides");
-  if (strides.size() != shape.size())
-    fail(PyExc_ValueError, fmt::format("{}: strides has {} entries for {} dimensions", arg, strides.size(), shape.size()));
-  const DLDataType dtype = dtype_of(attr(obj, k.dtype).ptr(), arg);
+  Layout layout;
+  read_layout(obj, layout, arg);
   py::object stream = attr(obj, k.stream);
   CUstream producer = consumer;
   if (!(PyLong_CheckExact(stream.ptr()) && PyLong_AsLong(stream.ptr()) == 0)) {
@@ -128,7 +136,8 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
     py::object owned = py::reinterpret_steal<py::object>(as_int);
     producer = stream_from_int(address_of(as_int, arg, "stream"));
   }
-  fill_from_cai(ptr, false, shape.data(), shape.size(), strides.data(), dtype, {kDLCUDA, 0}, view, arg);
+  fill_from_cai(ptr, false, layout.shape.data(), layout.shape.size(), layout.strides.data(), layout.dtype,
+                {kDLCUDA, 0}, view, arg);
   view.device.device_id = cai_device(ptr, arg);
   if (view.size() != 0 && producer != consumer) stream_wait(view.device.device_id, consumer, producer);
 }
