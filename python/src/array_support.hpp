@@ -1,4 +1,4 @@
-// array_support.hpp — internals shared by arrays.cpp and framework_arrays.cpp: error helpers, the
+// array_support.hpp — internals shared by arrays.cpp, array_objects.cpp and framework_arrays.cpp: error helpers, the
 // CAI field parsers, the per-call generation counter and the framework-specific fast readers.
 #pragma once
 
@@ -21,6 +21,10 @@ std::int64_t int_item(PyObject* v, const char* arg, const char* what);
 void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what);
 // The device of CUDA memory known only by its address (0 with one GPU; else the driver says).
 int cai_device(std::uintptr_t ptr, const char* arg);
+
+// A Python int as an address or handle into `out`: false when it is negative; throws
+// py::value_error naming `arg` when it does not fit 64 bits.
+bool address_value(PyObject* v, std::uintptr_t& out, const char* arg);
 
 // Incremented by every consumer_stream() call: memos keyed by it live for one launch / as_array.
 std::uint64_t call_generation() noexcept;

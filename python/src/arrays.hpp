@@ -77,7 +77,7 @@ std::optional<CUstream> framework_stream(PyObject* array, int device_id);
 // framework_stream throw.
 CUstream consumer_stream(py::handle explicit_stream, PyObject* const* objs, std::size_t n, const char* arg);
 
-// jitbridge.ArrayView, jitbridge.as_array, jitbridge.from_ptr (arrays.cpp).
+// jitbridge.ArrayView, jitbridge.as_array, jitbridge.from_ptr (array_objects.cpp).
 void bind_arrays(py::module_& m);
 // jitbridge.Tensor, jitbridge.empty / zeros / empty_like (tensors.cpp).
 void bind_tensors(py::module_& m);

@@ -1,0 +1,184 @@
+// array_objects.cpp — jitbridge.ArrayView (its fields, __dlpack__ and __cuda_array_interface__),
+// jitbridge.as_array and jitbridge.from_ptr.
+#include <fmt/format.h>
+
+#include "array_support.hpp"
+#include "bindings.hpp"
+#include "interop_objects.hpp"
+#include "jitbridge/device.hpp"
+
+namespace jitbridge::python {
+
+// ---- jitbridge.ArrayView, as_array, from_ptr ---------------------------------------------------------
+
+namespace {
+
+bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
+
+std::string view_repr(const ArrayViewObject& v) {
+  return fmt::format("jitbridge.ArrayView(ptr={:#x}, shape={}, strides={}, dtype='{}', device='{}'{})",
+                     reinterpret_cast<std::uintptr_t>(v.view.ptr()), dims_text(v.view.shape),
+                     dims_text(v.view.strides), dtype_name(v.view.dtype), device_name(v.view.device),
+                     v.view.readonly ? ", readonly=True" : "");
+}
+
+// An owner that holds a Python reference; dropping it takes the GIL (DLPack deleters may run
+// on any thread) and does nothing once the interpreter is gone.
+std::shared_ptr<void> python_owner(py::handle obj) {
+  PyObject* o = obj.ptr();
+  Py_INCREF(o);
+  return std::shared_ptr<void>(o, [](void* p) {
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(p));
+    PyGILState_Release(g);
+  });
+}
+
+py::object view_dlpack_export(py::object self, py::handle stream, py::handle max_version, py::handle dl_device,
+                              py::handle copy) {
+  const ArrayViewObject& v = self.cast<const ArrayViewObject&>();
+  const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, v.view.device, "ArrayView.__dlpack__");
+  if (r.copy) throw py::buffer_error("ArrayView.__dlpack__: a view cannot copy (copy=True); export it with copy=None");
+  if (r.consumer && is_cuda(v.view.device) && *r.consumer != v.stream)
+    stream_wait(v.view.device.device_id, *r.consumer, v.stream);
+  ArrayView exported = v.view;
+  exported.owner = python_owner(self);  // the view object, which holds the producer
+  return dlpack_capsule(exported, r.versioned, v.view.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : std::uint64_t{0});
+}
+
+py::dict view_cai_export(const ArrayViewObject& v) {
+  if (!is_cuda(v.view.device))
+    throw py::attribute_error(fmt::format("a view of {} memory has no __cuda_array_interface__", device_name(v.view.device)));
+  const std::string typestr = typestr_of(v.view.dtype);
+  const std::int64_t item = static_cast<std::int64_t>(itemsize(v.view.dtype));
+  py::dict d;
+  d["shape"] = to_tuple(v.view.shape);
+  d["typestr"] = typestr;
+  d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(v.view.ptr()), v.view.readonly);
+  if (v.view.is_c_contiguous()) {
+    d["strides"] = py::none();
+  } else {
+    py::tuple strides(v.view.strides.size());
+    for (std::size_t i = 0; i < v.view.strides.size(); ++i) strides[i] = v.view.strides[i] * item;
+    d["strides"] = strides;
+  }
+  d["stream"] = stream_value(v.stream);
+  d["version"] = 3;
+  return d;
+}
+
+ArrayViewObject as_array(py::handle obj, py::handle stream) {
+  ArrayViewObject out;
+  PyObject* o = obj.ptr();
+  out.stream = consumer_stream(stream, &o, 1, "stream");
+  if (!view_array(o, out.stream, out.view, "as_array(obj)"))
+    throw py::type_error(fmt::format(
+        "as_array(obj): a {} is not an array (no __dlpack_c_exchange_api__, __dlpack__ or __cuda_array_interface__)",
+        type_name(obj)));
+  out.keepalive = py::reinterpret_borrow<py::object>(obj);
+  return out;
+}
+
+ArrayViewObject from_ptr(py::handle ptr_obj, py::handle shape_obj, py::handle dtype_obj, py::handle device_obj,
+                         py::handle strides_obj, py::handle owner, bool readonly, py::handle stream) {
+  const char* arg = "from_ptr";
+  if (!PyLong_Check(ptr_obj.ptr()) || PyBool_Check(ptr_obj.ptr()))
+    throw py::type_error(fmt::format("{}: ptr must be an int, got a {}", arg, type_name(ptr_obj)));
+  std::uintptr_t ptr = 0;
+  if (!address_value(ptr_obj.ptr(), ptr, arg)) throw py::value_error(fmt::format("{}: ptr is negative", arg));
+  Dims shape = parse_shape(shape_obj, "from_ptr(shape)");
+  DLDataType dtype = parse_dtype(dtype_obj, "from_ptr(dtype)");
+  std::optional<DLDevice> device = parse_device(device_obj, "from_ptr(device)");
+  Dims strides;
+  if (!strides_obj.is_none()) {
+    strides = parse_ints(strides_obj, "from_ptr(strides)", true);
+    if (strides.size() != shape.size())
+      throw py::value_error(
+          fmt::format("{}: strides has {} entries for {} dimensions", arg, strides.size(), shape.size()));
+  }
+  DLTensor t{};
+  t.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr));
+  t.device = device ? *device : DLDevice{kDLCUDA, current_device()};
+  t.ndim = static_cast<std::int32_t>(shape.size());
+  t.dtype = dtype;
+  t.shape = shape.data();
+  t.strides = strides_obj.is_none() ? nullptr : strides.data();
+  ArrayViewObject out;
+  try {
+    out.view = view_from_dltensor(t, readonly, nullptr, arg);
+  } catch (const InteropError& e) {
+    raise_interop(e);
+  }
+  std::optional<CUstream> s = parse_stream(stream, "from_ptr(stream)");
+  out.stream = s ? *s : CU_STREAM_LEGACY;
+  out.keepalive = py::reinterpret_borrow<py::object>(owner);
+  return out;
+}
+
+}  // namespace
+
+void bind_arrays(py::module_& m) {
+  py::class_<ArrayViewObject> cls(m, "ArrayView", py::is_final(), R"(A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
+
+It keeps the producer alive: the object it was made from (or from_ptr's owner) and, for
+DLPack producers, the DLPack tensor, whose deleter runs once when the view goes. Fields:
+ptr (int, address of element 0), shape, strides (in elements), dtype (str), device
+('cuda:0', 'cpu'), readonly, stream (the consumer stream the view was made for, as the
+array API writes it: 1 is the legacy default stream, 2 the per-thread one).)");
+  register_array_view_type(reinterpret_cast<PyTypeObject*>(cls.ptr()));
+  cls.def_property_readonly("ptr", [](const ArrayViewObject& v) { return reinterpret_cast<std::uintptr_t>(v.view.ptr()); })
+      .def_property_readonly("shape", [](const ArrayViewObject& v) { return to_tuple(v.view.shape); })
+      .def_property_readonly("strides", [](const ArrayViewObject& v) { return to_tuple(v.view.strides); },
+                             "Strides in elements (not bytes), as the producer gave them (negative ones too).")
+      .def_property_readonly("dtype", [](const ArrayViewObject& v) { return dtype_name(v.view.dtype); })
+      .def_property_readonly("device", [](const ArrayViewObject& v) { return device_name(v.view.device); })
+      .def_property_readonly("readonly", [](const ArrayViewObject& v) { return v.view.readonly; })
+      .def_property_readonly("stream", [](const ArrayViewObject& v) { return stream_value(v.stream); })
+      .def_property_readonly("ndim", [](const ArrayViewObject& v) { return v.view.ndim(); })
+      .def_property_readonly("size", [](const ArrayViewObject& v) { return v.view.size(); })
+      .def_property_readonly("itemsize", [](const ArrayViewObject& v) { return itemsize(v.view.dtype); })
+      .def_property_readonly("nbytes",
+                             [](const ArrayViewObject& v) {
+                               return static_cast<std::int64_t>(itemsize(v.view.dtype)) * v.view.size();
+                             })
+      .def_property_readonly("is_c_contiguous", [](const ArrayViewObject& v) { return v.view.is_c_contiguous(); })
+      .def_property_readonly("obj", [](const ArrayViewObject& v) { return v.keepalive; },
+                             "The object the view keeps alive (as_array's argument, from_ptr's owner), or None.")
+      .def("__dlpack_device__",
+           [](const ArrayViewObject& v) {
+             return py::make_tuple(static_cast<int>(v.view.device.device_type), v.view.device.device_id);
+           })
+      .def("__dlpack__", &view_dlpack_export, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+           "Export the viewed memory (no copy; copy=True raises BufferError). The exported tensor keeps this "
+           "view, and so its producer, alive; `stream` waits for the view's stream.")
+      .def_property_readonly("__cuda_array_interface__", &view_cai_export)
+      .def("__repr__", &view_repr);
+
+  m.def("as_array", &as_array, py::arg("obj"), py::arg("stream") = py::none(),
+        R"(A jitbridge.ArrayView of `obj` (no copy), for work on the consumer stream.
+
+Protocols, chosen once per type: the DLPack C exchange API (torch.Tensor), __dlpack__ (with the
+consumer stream and max_version=(1, 0), falling back to the legacy form), __cuda_array_interface__
+(v0 to v3), and jitbridge's own ArrayView and Tensor. Host (CPU) arrays work too; launches refuse
+them. The consumer stream: `stream` (an int handle, or an object with __cuda_stream__, .cuda_stream or
+.ptr) if given, else the current stream of obj's framework (torch, CuPy), else the legacy default
+stream; the producer's work is ordered before it (events, never a host sync).
+Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
+or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.)");
+
+  m.def("from_ptr", &from_ptr, py::arg("ptr"), py::arg("shape"), py::arg("dtype"), py::arg("device") = py::none(),
+        py::arg("strides") = py::none(), py::arg("owner") = py::none(), py::arg("readonly") = false,
+        py::arg("stream") = py::none(),
+        R"(A jitbridge.ArrayView over memory at address `ptr` (CuPy's UnownedMemory role).
+
+shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
+(the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
+C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
+ready on (None: the legacy default stream). jitbridge does not free the memory.)");
+
+  bind_interop_testing(m);
+}
+
+}  // namespace jitbridge::python
