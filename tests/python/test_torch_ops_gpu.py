@@ -280,6 +280,15 @@ def test_bad_inputs_raise_before_any_launch(ops):
         ops.fused_bias_gelu(x.cpu(), bias.cpu())
 
 
+def test_declaring_a_registered_name_again_is_a_declaration_error(ops):
+    declaration = counted(ops.BIAS_GELU, [])
+    jt.custom_op("jitbridge_tests::declared_twice", **declaration)
+    with pytest.raises(jt.OpDeclarationError, match="jitbridge_tests::declared_twice: an op of this name is already"):
+        jt.custom_op("jitbridge_tests::declared_twice", **declaration)
+    jt.function(name="declared_twice", **declaration)  # an unregistered op: no name clash
+    jt.function(name="declared_twice", **declaration)
+
+
 def test_function_variant_gives_the_same_results_and_gradients(ops):
     fused = jt.function(name="fused_bias_gelu (function)", **ops.BIAS_GELU)
     softmax = jt.function(name="row_softmax (function)", **ops.ROW_SOFTMAX)
