@@ -242,26 +242,6 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
   launch(*f, config, dev, s.packed.pointers());
 }
 
-double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        int batch) {
-  const std::size_t n = static_cast<std::size_t>(nargs);
-  Scratch& s = scratch();
-  s.prepare(n);
-  ReleaseOnExit release{s, n};
-  const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, args, n, nullptr, s, f);
-  dev.make_current();
-  const CUfunction fn = f->function_for(dev);
-  const DriverApi& api = driver();
-  void** params = s.packed.pointers();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < batch; ++i)
-    check(api.cuLaunchKernel(fn, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
-                             config.block.z, static_cast<unsigned>(config.shared_mem), config.stream, params, nullptr),
-          "cuLaunchKernel");
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args) {
   const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(args.ptr()));
   Scratch& s = scratch();
@@ -290,6 +270,13 @@ void PreparedLaunch::launch() const {
                                 config.block.z, static_cast<unsigned>(config.shared_mem), config.stream,
                                 const_cast<void**>(params.data()), nullptr),
         "cuLaunchKernel");
+}
+
+double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch) {
+  const PreparedLaunch prepared = prepare_floor(k, config, args);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < batch; ++i) prepared.launch();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args_tuple, int n) {

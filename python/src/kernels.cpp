@@ -245,7 +245,7 @@ void bind_kernels(py::module_& m) {
              LaunchConfig c;
              c.grid = parse_dim3(grid, "grid");
              c.block = parse_dim3(block, "block");
-             return raw_launch_batch(k, c, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()), batch);
+             return raw_launch_batch(k, c, args, batch);
            },
            py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
            "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "

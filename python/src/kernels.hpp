@@ -57,8 +57,7 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
 
 // Benchmark floor: converts and packs `args` once, then calls cuLaunchKernel `batch` times in a C++
 // loop on the consumer stream; returns the microseconds the loop took (no Python per launch).
-double raw_launch_batch(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        int batch);
+double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch);
 
 // Benchmark floor with Python in the loop: the arguments converted, checked and packed once; each
 // launch() is one cuLaunchKernel with the packed bytes and nothing else (no checks, no stream
