@@ -96,9 +96,7 @@ void check_array(std::string_view kernel, std::size_t index, const Param& p, con
     fail(ArgumentError::Kind::type, kernel, index, p,
          fmt::format("got {}; a '{}*' parameter takes no array (declare it void* to pass raw memory)",
                      describe(ArgValue{ArgValue::Kind::array, &a}), plan.element));
-  const bool char_ok = plan.char_like && (a.dtype.code == kDLUInt || a.dtype.code == kDLInt) && a.dtype.bits == 8 &&
-                       a.dtype.lanes == 1;
-  if (!(a.dtype == plan.dtype) && !char_ok)
+  if (!pointee_accepts(false, plan.char_like, plan.dtype, a.dtype))
     fail(ArgumentError::Kind::type, kernel, index, p,
          fmt::format("got a {} array; '{}*' takes {}", dtype_name(a.dtype), plan.element, dtype_name(plan.dtype)));
 }
@@ -122,16 +120,12 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
     case Scalar::unsigned_int: {
       if (!integral)
         fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; '{}' takes an integer", describe(v), p.type));
-      const unsigned bits = static_cast<unsigned>(size * 8);
       bool fits;
-      if (kind == Scalar::signed_int) {
-        const std::int64_t lo = bits == 64 ? INT64_MIN : -(std::int64_t{1} << (bits - 1));
-        const std::int64_t hi = bits == 64 ? INT64_MAX : (std::int64_t{1} << (bits - 1)) - 1;
-        fits = v.kind != K::unsigned_integer && v.i >= lo && v.i <= hi;
-      } else {
-        const std::uint64_t hi = bits == 64 ? UINT64_MAX : (std::uint64_t{1} << bits) - 1;
-        fits = v.kind == K::unsigned_integer ? v.u <= hi : (v.i >= 0 && static_cast<std::uint64_t>(v.i) <= hi);
-      }
+      if (kind == Scalar::signed_int)
+        fits = v.kind != K::unsigned_integer && signed_fits(v.i, size);
+      else
+        fits = v.kind == K::unsigned_integer ? unsigned_fits(v.u, size)
+                                             : v.i >= 0 && unsigned_fits(static_cast<std::uint64_t>(v.i), size);
       if (!fits) {
         std::string shown = v.kind == K::unsigned_integer ? std::to_string(v.u) : std::to_string(v.i);
         fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} does not fit in '{}'", shown, p.type));
@@ -154,7 +148,8 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
   switch (kind) {
     case Scalar::floating:
       if (size == 4) {
-        check_range(std::numeric_limits<float>::max());
+        if (!float32_fits(x))
+          fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} is out of range for '{}'", x, p.type));
         put(out, index, p, static_cast<float>(x));
       } else {
         put(out, index, p, x);
@@ -174,6 +169,8 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
 }
 
 }  // namespace
+
+bool float32_fits(double x) { return !std::isfinite(x) || std::fabs(x) <= std::numeric_limits<float>::max(); }
 
 void ArgBuffer::reset(std::size_t count, std::size_t total) {
   if (storage_.size() < total) storage_.resize(total);

@@ -46,5 +46,23 @@ bool is_numba_device_array(PyTypeObject* type);
 // CuPy's current stream on `device_id` (< 0: the current device), normalized; asked once per
 // call_generation() and device. nullopt when cupy is not imported. Throws what CuPy raises.
 std::optional<CUstream> cupy_stream(int device_id);
+// The same, asked now (no memo).
+std::optional<CUstream> cupy_current_stream(int device_id);
+
+// The device a CuPy array's memory is on (data.device_id); -1 when it cannot be read.
+int cupy_array_device(PyObject* obj) noexcept;
+
+// What a pointer parameter needs of an array: its address, device and dtype.
+struct PointerFields {
+  std::uintptr_t ptr = 0;
+  int device = 0;
+  DLDataType dtype{};
+};
+// The pointer fields of a cupy.ndarray / numba DeviceNDArray whose type the full reader has
+// verified, without shape and strides. False, with no Python error set, for anything unusual: a
+// NULL pointer, a dtype object not seen before, a Numba array bound to a stream, an attribute that
+// fails. The caller then takes the full path, which decides (and words any error).
+bool cupy_pointer_fields(PyObject* obj, PointerFields& out) noexcept;
+bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept;
 
 }  // namespace jitbridge::python

@@ -569,7 +569,8 @@ std::optional<CUstream> framework_stream(PyObject* array, int device_id) {
       return exchange_stream(*a.api, id, "array");
     }
     default:
-      if (a.cupy) return cupy_stream(device_id);
+      // CuPy's current stream on the array's device (not necessarily the current one).
+      if (a.cupy) return cupy_stream(device_id >= 0 ? device_id : cupy_array_device(array));
       return std::nullopt;
   }
 }

@@ -64,8 +64,8 @@ bool view_array(PyObject* obj, const TypeAdapter& adapter, CUstream consumer_str
 std::optional<CUstream> parse_stream(py::handle stream, const char* arg);
 
 // The current stream of the framework `array` came from, normalized: PyTorch's (any type with the
-// DLPack exchange API) through current_work_stream(kDLCUDA, device_id); CuPy's current stream
-// (cupy.cuda.get_current_stream(), only when cupy is already in sys.modules); a jitbridge.Tensor's
+// DLPack exchange API) through current_work_stream(kDLCUDA, device_id); CuPy's current stream on
+// the array's device (only when cupy is already in sys.modules); a jitbridge.Tensor's
 // own stream; a jitbridge.ArrayView's stream. nullopt for other producers and for arrays in host
 // memory. device_id < 0: the array's own device (an exchange-API array is viewed once to find
 // it). Throws what the framework raised (py::error_already_set).

@@ -41,13 +41,27 @@ py::object attr(PyObject* obj, PyObject* name) {
 // NumPy dtype objects -> DLDataType. Arrays carry few distinct dtype objects (NumPy's builtin ones
 // are singletons), so a short list suffices; its entries hold references, so an address is never
 // reused by another dtype while listed. Unlisted dtypes are parsed from their typestr (dtype.str).
-DLDataType dtype_of(PyObject* dtype, const char* arg) {
+struct DtypeCache {
   static constexpr int kSlots = 32;
-  static PyObject* keys[kSlots] = {};
-  static DLDataType values[kSlots] = {};
-  static int used = 0;
-  for (int i = 0; i < used; ++i)
-    if (keys[i] == dtype) return values[i];
+  PyObject* keys[kSlots] = {};
+  DLDataType values[kSlots] = {};
+  int used = 0;
+};
+DtypeCache g_dtypes;
+
+// A dtype object seen before: its DLDataType without asking it anything.
+bool known_dtype(PyObject* dtype, DLDataType& out) {
+  for (int i = 0; i < g_dtypes.used; ++i)
+    if (g_dtypes.keys[i] == dtype) {
+      out = g_dtypes.values[i];
+      return true;
+    }
+  return false;
+}
+
+DLDataType dtype_of(PyObject* dtype, const char* arg) {
+  DLDataType known{};
+  if (known_dtype(dtype, known)) return known;
   py::object str = attr(dtype, field_names().str);
   if (!PyUnicode_Check(str.ptr()))
     fail(PyExc_TypeError, fmt::format("{}: dtype.str is a {}, not a str", arg, Py_TYPE(str.ptr())->tp_name));
@@ -55,11 +69,11 @@ DLDataType dtype_of(PyObject* dtype, const char* arg) {
   const char* s = PyUnicode_AsUTF8AndSize(str.ptr(), &n);
   if (!s) throw py::error_already_set();
   const DLDataType parsed = dtype_from_typestr(std::string_view(s, static_cast<std::size_t>(n)), arg);
-  if (used < kSlots) {
+  if (g_dtypes.used < DtypeCache::kSlots) {
     Py_INCREF(dtype);
-    keys[used] = dtype;
-    values[used] = parsed;
-    ++used;
+    g_dtypes.keys[g_dtypes.used] = dtype;
+    g_dtypes.values[g_dtypes.used] = parsed;
+    ++g_dtypes.used;
   }
   return parsed;
 }
@@ -142,7 +156,81 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
   if (view.size() != 0 && producer != consumer) stream_wait(view.device.device_id, consumer, producer);
 }
 
+// A Python int > 0 (an address) into `out`; false otherwise, with no error set.
+bool positive_address(PyObject* v, std::uintptr_t& out) {
+  if (!v || !PyLong_CheckExact(v)) return false;
+  const unsigned long long u = PyLong_AsUnsignedLongLong(v);
+  if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  out = static_cast<std::uintptr_t>(u);
+  return u != 0;
+}
+
+// Owns the new references it is given (the lean readers' attribute results).
+struct Refs {
+  PyObject* items[4] = {};
+  ~Refs() {
+    for (PyObject* o : items) Py_XDECREF(o);
+  }
+};
+
+PyObject* get(PyObject* obj, PyObject* name) { return obj ? PyObject_GetAttr(obj, name) : nullptr; }
+
 }  // namespace
+
+bool cupy_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
+  const FieldNames& k = field_names();
+  Refs r;
+  r.items[0] = get(obj, k.data);
+  r.items[1] = get(r.items[0], k.ptr);
+  r.items[2] = get(r.items[0], k.device_id);
+  r.items[3] = r.items[2] ? get(obj, k.dtype) : nullptr;
+  const bool ok = r.items[3] && positive_address(r.items[1], out.ptr) && PyLong_CheckExact(r.items[2]) &&
+                  known_dtype(r.items[3], out.dtype);
+  if (ok) out.device = static_cast<int>(PyLong_AsLong(r.items[2]));
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return ok && out.device >= 0;
+}
+
+bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
+  const FieldNames& k = field_names();
+  Refs r;
+  r.items[0] = get(obj, k.stream);  // 0: bound to no stream (else the full path orders it)
+  bool ok = r.items[0] && PyLong_CheckExact(r.items[0]) && PyLong_AsLong(r.items[0]) == 0;
+  if (ok) {
+    r.items[1] = get(obj, k.device_ctypes_pointer);
+    r.items[2] = get(r.items[1], k.value);
+    r.items[3] = r.items[2] ? get(obj, k.dtype) : nullptr;
+    ok = r.items[3] && positive_address(r.items[2], out.ptr) && known_dtype(r.items[3], out.dtype);
+  }
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  if (!ok) return false;
+  try {
+    out.device = cai_device(out.ptr, "array");
+  } catch (...) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+int cupy_array_device(PyObject* obj) noexcept {
+  const FieldNames& k = field_names();
+  Refs r;
+  r.items[0] = get(obj, k.data);
+  r.items[1] = get(r.items[0], k.device_id);
+  const long device = r.items[1] && PyLong_CheckExact(r.items[1]) ? PyLong_AsLong(r.items[1]) : -1;
+  if (PyErr_Occurred()) PyErr_Clear();
+  return device >= 0 && device < 1024 ? static_cast<int>(device) : -1;
+}
 
 bool is_cupy_ndarray(PyTypeObject* type) { return type_is(type, "cupy", "ndarray"); }
 
@@ -155,17 +243,8 @@ void view_framework_fields(PyObject* obj, Protocol protocol, CUstream consumer, 
   else view_numba(obj, consumer, view, arg);
 }
 
-std::optional<CUstream> cupy_stream(int device_id) {
-  // The functions are looked up once (cupy stays imported once it was); the stream once per call.
-  struct Memo {
-    std::uint64_t generation = 0;
-    int device = -2;
-    CUstream stream = nullptr;
-  };
-  thread_local Memo memo;
-  const int current = current_device();
-  if (device_id < 0) device_id = current;
-  if (memo.generation == call_generation() && memo.device == device_id) return memo.stream;
+std::optional<CUstream> cupy_current_stream(int device_id) {
+  // The functions are looked up once (cupy stays imported once it was).
   static PyObject* current_ptr = nullptr;   // cupy.cuda.stream.get_current_stream_ptr(): current device
   static PyObject* get_current = nullptr;   // cupy.cuda.get_current_stream(device_id)
   if (!get_current) {
@@ -180,6 +259,8 @@ std::optional<CUstream> cupy_stream(int device_id) {
     }
     if (!current_ptr) PyErr_Clear();
   }
+  const int current = current_device();
+  if (device_id < 0) device_id = current;
   py::object handle;
   if (device_id == current && current_ptr) {
     handle = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(current_ptr));
@@ -195,8 +276,21 @@ std::optional<CUstream> cupy_stream(int device_id) {
     }
   }
   if (!handle) throw py::error_already_set();
-  memo = {call_generation(), device_id, stream_from_int(handle.cast<std::uintptr_t>())};
-  return memo.stream;
+  return stream_from_int(handle.cast<std::uintptr_t>());
+}
+
+std::optional<CUstream> cupy_stream(int device_id) {
+  struct Memo {
+    std::uint64_t generation = 0;
+    int device = -2;
+    std::optional<CUstream> stream;
+  };
+  thread_local Memo memo;
+  if (device_id < 0) device_id = current_device();
+  if (memo.generation == call_generation() && memo.device == device_id) return memo.stream;
+  std::optional<CUstream> stream = cupy_current_stream(device_id);
+  memo = {call_generation(), device_id, stream};
+  return stream;
 }
 
 }  // namespace jitbridge::python

@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 
 #include "arrays.hpp"
 #include "jitbridge/launch.hpp"
 #include "kernels.hpp"
+#include "launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -49,7 +51,10 @@ struct Scratch {
 struct ReleaseOnExit {
   Scratch& s;
   std::size_t n;
-  ~ReleaseOnExit() { s.release(n); }
+  ~ReleaseOnExit() {
+    s.release(n);
+    launch_profile::mark(launch_profile::released);
+  }
 };
 
 [[noreturn]] void raise_now() { throw py::error_already_set(); }
@@ -59,69 +64,75 @@ struct ReleaseOnExit {
 void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
   ArgValue& v = s.values[i];
   v.python_type = Py_TYPE(o)->tp_name;
-  if (PyLong_CheckExact(o)) {  // the common case, without PyNumber_Index
-    int overflow = 0;
-    long long value = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (!overflow && !(value == -1 && PyErr_Occurred())) {
-      v.kind = ArgValue::Kind::signed_integer;
-      v.i = value;
+  switch (classify_scalar(o)) {
+    case ScalarClass::none:
+      v.kind = ArgValue::Kind::null_pointer;
+      return;
+    case ScalarClass::boolean: {
+      int truth = PyObject_IsTrue(o);
+      if (truth < 0) raise_now();
+      v.kind = ArgValue::Kind::boolean;
+      v.i = truth;
       return;
     }
-    PyErr_Clear();
-  }
-  if (o == Py_None) {
-    v.kind = ArgValue::Kind::null_pointer;
-  } else if (PyBool_Check(o) || std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool") == 0 ||
-             std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool_") == 0) {
-    int truth = PyObject_IsTrue(o);
-    if (truth < 0) raise_now();
-    v.kind = ArgValue::Kind::boolean;
-    v.i = truth;
-  } else if (PyLong_Check(o) || PyIndex_Check(o)) {
-    py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
-    if (!as_int) raise_now();
-    int overflow = 0;
-    long long value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
-    if (value == -1 && PyErr_Occurred()) raise_now();
-    if (overflow > 0) {
-      unsigned long long u = PyLong_AsUnsignedLongLong(as_int.ptr());
-      if (PyErr_Occurred()) {
-        PyErr_Clear();
+    case ScalarClass::integer: {
+      int overflow = 0;
+      long long value = PyLong_CheckExact(o) ? PyLong_AsLongLongAndOverflow(o, &overflow) : 0;
+      if (PyLong_CheckExact(o) && !overflow && !(value == -1 && PyErr_Occurred())) {  // the common case
+        v.kind = ArgValue::Kind::signed_integer;
+        v.i = value;
+        return;
+      }
+      PyErr_Clear();
+      py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
+      if (!as_int) raise_now();
+      value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
+      if (value == -1 && PyErr_Occurred()) raise_now();
+      if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(as_int.ptr());
+        if (PyErr_Occurred()) {
+          PyErr_Clear();
+          PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
+          raise_now();
+        }
+        v.kind = ArgValue::Kind::unsigned_integer;
+        v.u = u;
+      } else if (overflow < 0) {
         PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
         raise_now();
+      } else {
+        v.kind = ArgValue::Kind::signed_integer;
+        v.i = value;
       }
-      v.kind = ArgValue::Kind::unsigned_integer;
-      v.u = u;
-    } else if (overflow < 0) {
-      PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
-      raise_now();
-    } else {
-      v.kind = ArgValue::Kind::signed_integer;
-      v.i = value;
+      return;
     }
-  } else if (PyFloat_Check(o) || (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_float &&
-                                  !PyObject_CheckBuffer(o))) {
-    double d = PyFloat_AsDouble(o);
-    if (d == -1.0 && PyErr_Occurred()) raise_now();
-    v.kind = ArgValue::Kind::floating;
-    v.f = d;
-  } else if (PyBytes_Check(o)) {
-    v.kind = ArgValue::Kind::bytes;
-    v.data = PyBytes_AS_STRING(o);
-    v.size = static_cast<std::size_t>(PyBytes_GET_SIZE(o));
-  } else if (PyObject_CheckBuffer(o)) {
-    // bytearray, memoryview, NumPy structured scalars (np.void): the bytes, as they are.
-    if (PyObject_GetBuffer(o, &s.buffers[i], PyBUF_C_CONTIGUOUS) != 0) raise_now();
-    s.hold_buffer(i);
-    v.kind = ArgValue::Kind::bytes;
-    v.data = s.buffers[i].buf;
-    v.size = static_cast<std::size_t>(s.buffers[i].len);
-  } else {
-    PyErr_Format(PyExc_TypeError,
-                 "%s: argument %zu: cannot pass a %s (expected an array, a number, None, or bytes for a struct)",
-                 kernel, i, Py_TYPE(o)->tp_name);
-    raise_now();
+    case ScalarClass::floating: {
+      double d = PyFloat_AsDouble(o);
+      if (d == -1.0 && PyErr_Occurred()) raise_now();
+      v.kind = ArgValue::Kind::floating;
+      v.f = d;
+      return;
+    }
+    case ScalarClass::bytes:
+      v.kind = ArgValue::Kind::bytes;
+      v.data = PyBytes_AS_STRING(o);
+      v.size = static_cast<std::size_t>(PyBytes_GET_SIZE(o));
+      return;
+    case ScalarClass::buffer:
+      // bytearray, memoryview, NumPy structured scalars (np.void): the bytes, as they are.
+      if (PyObject_GetBuffer(o, &s.buffers[i], PyBUF_C_CONTIGUOUS) != 0) raise_now();
+      s.hold_buffer(i);
+      v.kind = ArgValue::Kind::bytes;
+      v.data = s.buffers[i].buf;
+      v.size = static_cast<std::size_t>(s.buffers[i].len);
+      return;
+    case ScalarClass::other:
+      break;
   }
+  PyErr_Format(PyExc_TypeError,
+               "%s: argument %zu: cannot pass a %s (expected an array, a number, None, or bytes for a struct)",
+               kernel, i, Py_TYPE(o)->tp_name);
+  raise_now();
 }
 
 int current_device_ordinal() {
@@ -139,6 +150,7 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
                            Scratch& s) {
   const char* kernel = k.name.c_str();
   const CUstream stream = consumer_stream(stream_obj ? py::handle(stream_obj) : py::none(), args, n, "stream");
+  launch_profile::mark(launch_profile::stream);
   for (std::size_t i = 0; i < n; ++i) {
     bool is_array = false;
     PyTypeObject* type = Py_TYPE(args[i]);
@@ -177,10 +189,25 @@ int pack(const KernelObject& k, std::size_t n, Scratch& s) {
   return where.device;
 }
 
-Scratch& scratch() {
-  thread_local Scratch s;
-  return s;
-}
+// One Scratch per nesting level of each thread: converting an argument can run Python code (a
+// producer's __dlpack__, a property, a finalizer) that launches again on this thread, and that
+// launch must not reuse the views the outer one is still filling.
+struct ScratchLease {
+  struct Pool {
+    std::deque<Scratch> levels;  // a deque: growing it keeps the outer levels in place
+    std::size_t depth = 0;
+  };
+  static Pool& pool() {
+    thread_local Pool p;
+    return p;
+  }
+  Pool& p = pool();
+  Scratch& s = p.depth < p.levels.size() ? p.levels[p.depth] : p.levels.emplace_back();
+  ScratchLease() { ++p.depth; }
+  ~ScratchLease() { --p.depth; }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+};
 
 }  // namespace
 
@@ -210,7 +237,9 @@ namespace {
 const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
                              PyObject* stream_obj, Scratch& s, const Function*& f) {
   config.stream = convert_arguments(k, args, n, stream_obj, s);
+  launch_profile::mark(launch_profile::converted);
   int device = pack(k, n, s);
+  launch_profile::mark(launch_profile::packed);
   if (device < 0) device = current_device_ordinal();
   const Device& dev = Device::get(device);
   f = &k.resolved();
@@ -226,7 +255,27 @@ const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObje
   }
   k.checked_device = &dev;
   validate_launch(*f, config, dev);
+  launch_profile::mark(launch_profile::validated);
   return dev;
+}
+
+}  // namespace
+
+namespace {
+
+// The full path: every argument viewed through its protocol, packed with pack_argument's checks
+// and messages; then the shortcut for these argument types is learnt.
+void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* const* args, std::size_t n,
+                      PyObject* stream_obj) {
+  ScratchLease lease;
+  Scratch& s = lease.s;
+  s.prepare(n);
+  ReleaseOnExit release{s, n};
+  const Function* f = nullptr;
+  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
+  launch(*f, config, dev, s.packed.pointers());
+  launch_profile::mark(launch_profile::launched);
+  learn_shortcut(k, args, n);
 }
 
 }  // namespace
@@ -234,17 +283,18 @@ const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObje
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* stream_obj) {
   const std::size_t n = static_cast<std::size_t>(nargs);
-  Scratch& s = scratch();
-  s.prepare(n);
-  ReleaseOnExit release{s, n};
-  const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
-  launch(*f, config, dev, s.packed.pointers());
+  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj)) {
+    launch_profile::mark(launch_profile::launched);
+    launch_profile::mark(launch_profile::released);
+    return;
+  }
+  launch_full_path(k, config, args, n, stream_obj);
 }
 
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args) {
   const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(args.ptr()));
-  Scratch& s = scratch();
+  ScratchLease lease;
+  Scratch& s = lease.s;
   s.prepare(n);
   ReleaseOnExit release{s, n};
   const Function* f = nullptr;
@@ -282,13 +332,32 @@ double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple ar
 py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args_tuple, int n) {
   PyObject* const* args = &PyTuple_GET_ITEM(args_tuple.ptr(), 0);
   const std::size_t count = static_cast<std::size_t>(PyTuple_GET_SIZE(args_tuple.ptr()));
-  Scratch& s = scratch();
+  ScratchLease lease;
+  Scratch& s = lease.s;
   using clock = std::chrono::steady_clock;
   auto per_call = [n](clock::time_point t0) {
     return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / n;
   };
   py::dict out;
-  clock::time_point t0 = clock::now();
+  clock::time_point t0;
+  // The producer's own share: its exchange-API calls alone (a framework with the C exchange API).
+  if (count > 0) {
+    const TypeAdapter& a = adapter_for(Py_TYPE(args[0]));
+    if (a.protocol == Protocol::exchange_api && a.api->dltensor_from_py_object_no_sync) {
+      DLTensor t{};
+      t0 = clock::now();
+      for (int i = 0; i < n; ++i)
+        if (a.api->dltensor_from_py_object_no_sync(args[0], &t) != 0) throw py::error_already_set();
+      out["producer: dltensor_from_py_object_no_sync"] = per_call(t0);
+      void* stream = nullptr;
+      t0 = clock::now();
+      for (int i = 0; i < n; ++i)
+        if (a.api->current_work_stream(t.device.device_type, t.device.device_id, &stream) != 0)
+          throw py::error_already_set();
+      out["producer: current_work_stream"] = per_call(t0);
+    }
+  }
+  t0 = clock::now();
   for (int i = 0; i < n; ++i) consumer_stream(py::none(), args, count, "stream");
   out["consumer_stream"] = per_call(t0);
   t0 = clock::now();
@@ -313,14 +382,19 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
   out["launch"] = per_call(t0);
   s.release(count);
   t0 = clock::now();
-  for (int i = 0; i < n; ++i) launch_from_python(k, config, args, static_cast<Py_ssize_t>(count), nullptr);
-  out["launch_from_python"] = per_call(t0);
+  for (int i = 0; i < n; ++i) launch_full_path(k, config, args, count, nullptr);
+  out["launch, full path"] = per_call(t0);
+  t0 = clock::now();
+  for (int i = 0; i < n; ++i)
+    if (!launch_by_shortcut(k, config, args, count, nullptr)) throw py::value_error("these arguments take no shortcut");
+  out["launch, shortcut"] = per_call(t0);
   return out;
 }
 
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs) {
   const std::size_t n = static_cast<std::size_t>(nargs);
-  Scratch& s = scratch();
+  ScratchLease lease;
+  Scratch& s = lease.s;
   s.prepare(n);
   ReleaseOnExit release{s, n};
   PyObject* none = Py_None;
@@ -332,6 +406,32 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
     out.append(py::bytes(static_cast<const char*>(s.packed.pointers()[i]), size));
   }
   return out;
+}
+
+ScalarClass classify_scalar(PyObject* o) {
+  PyTypeObject* type = Py_TYPE(o);
+  if (type == &PyLong_Type) return ScalarClass::integer;
+  if (o == Py_None) return ScalarClass::none;
+  if (PyBool_Check(o) || std::strcmp(type->tp_name, "numpy.bool") == 0 || std::strcmp(type->tp_name, "numpy.bool_") == 0)
+    return ScalarClass::boolean;
+  if (PyLong_Check(o) || PyIndex_Check(o)) return ScalarClass::integer;
+  if (PyFloat_Check(o) || (type->tp_as_number && type->tp_as_number->nb_float && !PyObject_CheckBuffer(o)))
+    return ScalarClass::floating;
+  if (PyBytes_Check(o)) return ScalarClass::bytes;
+  if (PyObject_CheckBuffer(o)) return ScalarClass::buffer;
+  return ScalarClass::other;
+}
+
+Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo) {
+  if (value == memo.obj.ptr()) return memo.value;
+  const Dim3 d = parse_dim3(py::handle(value), what);
+  bool immutable = PyLong_CheckExact(value);
+  if (PyTuple_CheckExact(value)) {
+    immutable = true;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); ++i) immutable = immutable && PyLong_CheckExact(PyTuple_GET_ITEM(value, i));
+  }
+  if (immutable) memo = {py::reinterpret_borrow<py::object>(value), d};
+  return d;
 }
 
 Dim3 parse_dim3(py::handle value, const char* what) {

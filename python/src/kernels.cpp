@@ -4,6 +4,7 @@
 
 #include "arrays.hpp"
 #include "kernels.hpp"
+#include "launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -39,52 +40,81 @@ struct Options {
   PyObject* stream = nullptr;
 };
 
-// shared_mem=, stream=, cluster=, cooperative=, programmatic_dependent= (keyword only).
-void parse_launch_keywords(PyObject* kwargs, LaunchConfig& c, Options& o) {
-  if (!kwargs) return;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(kwargs, &pos, &key, &value)) {
-    const char* k = PyUnicode_AsUTF8(key);
-    if (!k) throw py::error_already_set();
-    std::string_view name(k);
-    if (name == "shared_mem") {
-      if (PyBool_Check(value) || !PyIndex_Check(value))
-        throw py::type_error(fmt::format("shared_mem: expected an int (bytes), got {}", type_name(value)));
-      long long v = py::reinterpret_borrow<py::int_>(value).cast<long long>();
-      if (v < 0) throw py::value_error(fmt::format("shared_mem: {} is negative", v));
-      c.shared_mem = static_cast<std::size_t>(v);
-    } else if (name == "stream") {
-      o.stream = value;
-    } else if (name == "cluster") {
-      if (value != Py_None) c.cluster = parse_dim3(value, "cluster");
-    } else if (name == "cooperative") {
-      c.cooperative = PyObject_IsTrue(value) == 1;
-    } else if (name == "programmatic_dependent") {
-      c.programmatic_dependent = PyObject_IsTrue(value) == 1;
-    } else {
-      throw py::type_error(fmt::format("unexpected keyword argument '{}' (expected shared_mem, stream, cluster, "
-                                       "cooperative, programmatic_dependent)", name));
-    }
+// shared_mem=, stream=, cluster=, cooperative=, programmatic_dependent= (keyword only): one of them.
+void apply_keyword(PyObject* key, PyObject* value, LaunchConfig& c, Options& o) {
+  const char* k = PyUnicode_AsUTF8(key);
+  if (!k) throw py::error_already_set();
+  std::string_view name(k);
+  if (name == "shared_mem") {
+    if (PyBool_Check(value) || !PyIndex_Check(value))
+      throw py::type_error(fmt::format("shared_mem: expected an int (bytes), got {}", type_name(value)));
+    long long v = py::reinterpret_borrow<py::int_>(value).cast<long long>();
+    if (v < 0) throw py::value_error(fmt::format("shared_mem: {} is negative", v));
+    c.shared_mem = static_cast<std::size_t>(v);
+  } else if (name == "stream") {
+    o.stream = value;
+  } else if (name == "cluster") {
+    if (value != Py_None) c.cluster = parse_dim3(value, "cluster");
+  } else if (name == "cooperative") {
+    c.cooperative = PyObject_IsTrue(value) == 1;
+  } else if (name == "programmatic_dependent") {
+    c.programmatic_dependent = PyObject_IsTrue(value) == 1;
+  } else {
+    throw py::type_error(fmt::format("unexpected keyword argument '{}' (expected shared_mem, stream, cluster, "
+                                     "cooperative, programmatic_dependent)", name));
   }
 }
 
+// The keywords of a call: a dict (tp_call) or, for vectorcall, the names in `kwnames` with their
+// values after the positional arguments in `values`.
+struct Keywords {
+  PyObject* dict = nullptr;
+  PyObject* kwnames = nullptr;
+  PyObject* const* values = nullptr;
+  void apply(LaunchConfig& c, Options& o) const {
+    if (dict) {
+      PyObject *key, *value;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(dict, &pos, &key, &value)) apply_keyword(key, value, c, o);
+    } else if (kwnames) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) apply_keyword(PyTuple_GET_ITEM(kwnames, i), values[i], c, o);
+    }
+  }
+};
+
+// Vectorcall for the kernel types: tp_call installs it in the instance at the first call (pybind11
+// makes the instances, so the slot cannot be filled at construction); later calls skip building
+// an argument tuple. The slot lies after pybind11's instance (set_up_vectorcall enlarges it).
+vectorcallfunc& vectorcall_slot(PyObject* self) {
+  return *reinterpret_cast<vectorcallfunc*>(reinterpret_cast<char*>(self) + Py_TYPE(self)->tp_vectorcall_offset);
+}
+
+void set_up_vectorcall(PyHeapTypeObject* heap, ternaryfunc call) {
+  PyTypeObject& t = heap->ht_type;
+  t.tp_vectorcall_offset = t.tp_basicsize;
+  t.tp_basicsize += static_cast<Py_ssize_t>(sizeof(vectorcallfunc));
+  t.tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  t.tp_call = call;
+}
+
 // k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
-PyObject* kernel_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
+    launch_profile::mark(launch_profile::entry);
     const KernelObject& k = self_of<KernelObject>(self);
-    if (PyTuple_GET_SIZE(args) != 3)
+    if (nargs != 3)
       throw py::type_error(fmt::format("{}: call as kernel(grid, block, args, shared_mem=0, stream=None) or "
                                        "kernel[grid, block](*args); got {} positional arguments",
-                                       k.name, PyTuple_GET_SIZE(args)));
+                                       k.name, nargs));
     LaunchConfig c;
-    c.grid = parse_dim3(PyTuple_GET_ITEM(args, 0), "grid");
-    c.block = parse_dim3(PyTuple_GET_ITEM(args, 1), "block");
-    PyObject* seq = PyTuple_GET_ITEM(args, 2);
+    c.grid = parse_dim3(args[0], "grid", k.last_grid);
+    c.block = parse_dim3(args[1], "block", k.last_block);
+    PyObject* seq = args[2];
     if (!PyTuple_Check(seq) && !PyList_Check(seq))
       throw py::type_error(fmt::format("args: expected a tuple or list of kernel arguments, got {}", type_name(seq)));
     Options o;
-    parse_launch_keywords(kwargs, c, o);
+    keywords.apply(c, o);
+    launch_profile::mark(launch_profile::parsed);
     launch_from_python(k, c, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), o.stream);
     Py_RETURN_NONE;
   } catch (...) {
@@ -93,18 +123,35 @@ PyObject* kernel_call(PyObject* self, PyObject* args, PyObject* kwargs) {
 }
 
 // k[grid, block](*args, shared_mem=0, stream=None): Numba's form.
-PyObject* configured_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
+    launch_profile::mark(launch_profile::entry);
     const ConfiguredKernel& ck = self_of<ConfiguredKernel>(self);
     LaunchConfig c = ck.config;
     Options o;
     o.stream = ck.stream.is_none() ? nullptr : ck.stream.ptr();
-    parse_launch_keywords(kwargs, c, o);
-    launch_from_python(*ck.core, c, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), o.stream);
+    keywords.apply(c, o);
+    launch_profile::mark(launch_profile::parsed);
+    launch_from_python(*ck.core, c, args, nargs, o.stream);
     Py_RETURN_NONE;
   } catch (...) {
     return translate();
   }
+}
+
+using LaunchEntry = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, const Keywords&);
+
+template <LaunchEntry entry>
+PyObject* vectorcall_into(PyObject* self, PyObject* const* args, std::size_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  return entry(self, args, n, Keywords{nullptr, kwnames, args + n});
+}
+
+// tp_call: installs the vectorcall for the instance's later calls, then launches.
+template <LaunchEntry entry>
+PyObject* call_into(PyObject* self, PyObject* args, PyObject* kwargs) {
+  vectorcall_slot(self) = vectorcall_into<entry>;
+  return entry(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), Keywords{kwargs});
 }
 
 // _Prepared(): one raw cuLaunchKernel (the benchmark's Python-in-the-loop floor).
@@ -188,7 +235,7 @@ void bind_kernels(py::module_& m) {
       });
 
   py::class_<KernelObject>(m, "_Kernel", py::custom_type_setup([](PyHeapTypeObject* heap) {
-                             heap->ht_type.tp_call = kernel_call;
+                             set_up_vectorcall(heap, call_into<launch_kernel>);
                            }))
       .def(py::init([](std::shared_ptr<ModuleObject> module, const std::string& name) {
              KernelObject k;
@@ -219,6 +266,21 @@ void bind_kernels(py::module_& m) {
         return k.info ? py::cast(k.info->resources) : py::none();
       })
       .def_property_readonly("_module", [](const KernelObject& k) { return k.module; })
+      .def_property_readonly("_shortcuts", [](const KernelObject& k) {
+        static const char* kinds[] = {"exchange_array", "cupy_array",    "numba_array", "null_pointer",
+                                      "integer",        "index_integer", "boolean",     "floating",
+                                      "buffer"};
+        py::list out;
+        for (const auto& s : k.shortcuts) {
+          py::list types, how;
+          for (const ShortcutArg& a : s->args) {
+            types.append(py::handle(reinterpret_cast<PyObject*>(a.type)));
+            how.append(kinds[static_cast<int>(a.kind)]);
+          }
+          out.append(py::make_tuple(py::tuple(types), s->usable, py::tuple(how)));
+        }
+        return out;
+      }, "The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.")
       .def_property_readonly("attributes", &attributes)
       .def("max_active_blocks_per_sm",
            [](const KernelObject& k, int block_size, std::size_t shared_mem) {
@@ -296,7 +358,7 @@ void bind_kernels(py::module_& m) {
       });
 
   py::class_<ConfiguredKernel>(m, "_Configured", py::custom_type_setup([](PyHeapTypeObject* heap) {
-                                 heap->ht_type.tp_call = configured_call;
+                                 set_up_vectorcall(heap, call_into<launch_configured>);
                                }))
       .def_property_readonly("kernel", [](const ConfiguredKernel& ck) { return ck.kernel; })
       .def("__repr__", [](const ConfiguredKernel& ck) {

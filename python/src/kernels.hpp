@@ -9,6 +9,7 @@
 
 #include "bindings.hpp"
 #include "jitbridge/launcher.hpp"
+#include "launch_shortcut.hpp"
 
 namespace jitbridge::python {
 
@@ -36,6 +37,16 @@ struct KernelObject {
   // Like `function`, only touched with the GIL held.
   const char* argument_name(std::size_t i) const;
   mutable std::deque<std::string> argument_names;
+  // The launch shortcuts learnt so far (at most 4; never removed, so a launch may hold one while
+  // Python code runs). GIL held.
+  mutable std::vector<std::unique_ptr<LaunchShortcut>> shortcuts;
+  // The grid and block objects of the last k(grid, block, args) call and what they parsed to: kept
+  // only for ints and tuples of ints, which cannot change (a reference is held). GIL held.
+  struct DimMemo {
+    py::object obj;
+    Dim3 value;
+  };
+  mutable DimMemo last_grid, last_block;
 };
 
 // A kernel with its launch configuration bound: k[grid, block] / k[grid, block, stream, shared_mem].
@@ -70,14 +81,26 @@ struct PreparedLaunch {
   py::object keepalive;
   void launch() const;  // throws DriverError
 };
-// Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n (the
-// launch's own phases: consumer_stream, convert_arguments, pack, validate, launch, and the whole
-// launch_from_python). Launches 2n times.
+// Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n: the
+// producer's exchange-API calls (when the first argument has that API), the full path's phases
+// (consumer_stream, convert_arguments, pack, validate, launch), the whole full path, and the
+// whole shortcut (which the full path's first call teaches; value_error if these arguments take
+// none). Launches 3n times.
 py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args, int n);
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args);
 
+// How a launch argument that is not an array is read, decided by its type alone (the full path
+// and the shortcut agree through this): None; a bool (Python's or NumPy's); an integer (int and
+// anything with __index__); a float (float and anything with __float__ that is not a buffer);
+// bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else.
+enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other };
+ScalarClass classify_scalar(PyObject* o);
+
 // grid=/block=/cluster= values: an int or a tuple of up to 3 ints, each >= 1.
 Dim3 parse_dim3(py::handle value, const char* what);
+// The same, answered from `memo` when `value` is the object parsed last (and remembered there
+// when it is an int or a tuple of ints).
+Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo);
 
 void bind_kernels(py::module_& m);  // kernels.cpp
 

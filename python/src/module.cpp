@@ -1,6 +1,7 @@
 // module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "launch_profile.hpp"
 
 namespace jitbridge::python {
 
@@ -28,5 +29,6 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_arrays(m);
   jp::bind_tensors(m);
   jp::bind_kernels(m);
+  jp::launch_profile::bind(m);
   jp::install_warning_handler();
 }

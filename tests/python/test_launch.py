@@ -183,3 +183,37 @@ def test_raw_module_argument_errors(tmp_path):
     (tmp_path / "k.txt").write_text("x")
     with pytest.raises(ValueError, match=r"\.cubin, \.ptx or \.fatbin"):
         jitbridge.RawModule(path=tmp_path / "k.txt")
+
+
+def test_argument_conversion_may_launch_again(k):
+    """A producer that packs (or launches) another kernel while its own array is being read must not
+    disturb the outer call's arguments (each nesting level has its own scratch)."""
+    saxpy = jitbridge.RawKernel(SRC, "saxpy", arch="sm_90")
+    inner_results = []
+
+    class Reentrant:
+        @property
+        def __cuda_array_interface__(self):
+            inner_results.append(k._pack(*args()))   # 11 arguments: more than the outer call has
+            return {"shape": (16,), "typestr": "<f4", "data": (ADDR + 4096, False), "version": 3}
+
+    packed = saxpy._pack(2.5, Reentrant(), dev(addr=ADDR + 8192), 7)
+    assert struct.unpack("<f", packed[0])[0] == 2.5
+    assert struct.unpack("<Q", packed[1])[0] == ADDR + 4096
+    assert struct.unpack("<Q", packed[2])[0] == ADDR + 8192
+    assert struct.unpack("<i", packed[3])[0] == 7
+    assert inner_results and struct.unpack("<q", inner_results[0][10])[0] == 1 << 40
+
+
+def test_keywords_are_read_in_both_call_forms_every_time():
+    s = jitbridge.RawKernel(SRC, "saxpy", arch="sm_90")
+    configured = s[1, 32]
+    for _ in range(3):   # the first call of each object goes through tp_call, later ones through vectorcall
+        with pytest.raises(ValueError, match="shared_mem: -1 is negative"):
+            s(1, 32, (1.0, dev(), dev(), 4), shared_mem=-1)
+        with pytest.raises(ValueError, match="shared_mem: -2 is negative"):
+            configured(1.0, dev(), dev(), 4, stream=None, shared_mem=-2)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'strem'"):
+            configured(1.0, dev(), dev(), 4, strem=None)
+        with pytest.raises(TypeError, match="got 2 positional arguments"):
+            s(1, 32)

@@ -84,6 +84,27 @@ struct ParamPlan {
 };
 std::vector<ParamPlan> plan_signature(const Signature& signature);
 
+// The acceptance rules pack_argument applies, as predicates (pack_argument adds the messages; the
+// Python launch shortcut asks them alone).
+// An array of dtype `got` for a pointee described by `any_dtype` (void), `char_like` (char: int8
+// or uint8) and `want`.
+inline bool pointee_accepts(bool any_dtype, bool char_like, DLDataType want, DLDataType got) {
+  if (any_dtype || got == want) return true;
+  return char_like && (got.code == kDLUInt || got.code == kDLInt) && got.bits == 8 && got.lanes == 1;
+}
+// A Python integer `v` in a signed / unsigned integer parameter of `bytes` bytes.
+inline bool signed_fits(std::int64_t v, std::size_t bytes) {
+  if (bytes >= 8) return true;
+  const std::int64_t half = std::int64_t{1} << (bytes * 8 - 1);
+  return v >= -half && v < half;
+}
+inline bool unsigned_fits(std::uint64_t v, std::size_t bytes) {
+  return bytes >= 8 || v < (std::uint64_t{1} << (bytes * 8));
+}
+// A Python float in a `float` parameter: finite values must be within float's range (infinities
+// and NaN pass as they are).
+bool float32_fits(double x);
+
 // Where a launch happens: the arrays' device (all must agree) and the stream. Filled by pack.
 struct PackResult {
   int device = -1;             // -1: no array argument named a device

@@ -1,0 +1,67 @@
+// launch_shortcut.hpp — the launch path's shortcut for calls shaped like an earlier successful one:
+// the same argument types, arrays of one framework (DLPack exchange API, CuPy or Numba) into
+// pointer parameters, Python ints, floats, bools and None. It reads only what each parameter
+// needs (a pointer param: address, device, dtype), packs on the stack and launches. Anything
+// unusual makes it decline, having done nothing, and the full path runs and words the error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "arrays.hpp"
+#include "jitbridge/launcher.hpp"
+
+namespace jitbridge::python {
+
+struct KernelObject;
+
+// One argument of a shortcut: what its Python type is, and how it becomes its parameter's bytes.
+struct ShortcutArg {
+  // integer: exactly int; index_integer: other integers (NumPy's), through __index__; floating: any
+  // number into a float/double parameter, through __float__.
+  // buffer: bytes or another buffer (NumPy scalars such as float32, structured scalars) of exactly
+  // the parameter's size, copied as they are.
+  enum class Kind : std::uint8_t {
+    exchange_array, cupy_array, numba_array, null_pointer, integer, index_integer, boolean, floating, buffer
+  };
+  PyTypeObject* type = nullptr;  // borrowed: array types are held by the adapter cache, the rest are builtins
+  Kind kind = Kind::integer;
+  bool is_signed = true;         // integer
+  bool from_integer = false;     // floating: the argument is an integer (read as one, then converted)
+  bool any_dtype = false;        // arrays: void*
+  bool char_like = false;        // arrays: char*
+  std::uint16_t size = 0;        // the parameter's bytes
+  std::uint16_t offset = 0;      // where the bytes go in the parameter buffer
+  DLDataType dtype{};            // arrays, unless any_dtype
+};
+
+// The shortcut for one pattern of argument types (a kernel keeps a few). Made once, never changed
+// afterwards except for the memo of the last configuration validated, so a launch may hold a
+// pointer to it while Python code runs (a producer, a finalizer) and launches again.
+struct LaunchShortcut {
+  static constexpr std::size_t kMaxArgs = 32;
+  static constexpr std::size_t kMaxBytes = 1024;
+  std::vector<ShortcutArg> args;
+  bool usable = false;           // false: calls of these types take the full path (learnt once)
+  const DLPackExchangeAPI* api = nullptr;  // the exchange arrays' table (one framework per shortcut)
+  std::size_t bytes = 0;         // the parameter buffer
+  std::size_t array_index = 0;   // the first array argument (usable shortcuts have one)
+  // The last configuration validated, and where (validate_launch is skipped when both repeat).
+  mutable LaunchConfig validated_config;
+  mutable const Device* validated_device = nullptr;
+};
+
+// Launches `k` through a shortcut when the call fits one; returns false, having launched nothing,
+// waited for nothing and left no Python error set, when none fits or a value needs the full path
+// (a wrong dtype, another device, an int out of range, a producer error). Throws only what the
+// full path would throw for the same call: an explicit `stream_obj` it cannot parse, a launch
+// configuration over a limit (LaunchConfigError), a driver error at the launch. GIL held.
+bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
+                        PyObject* stream_obj);
+
+// After a successful full-path launch of `k` with `args`: makes the shortcut for their types (or
+// notes that such calls cannot take one), unless `k` has one for them or already has its maximum.
+void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n);
+
+}  // namespace jitbridge::python
