@@ -218,3 +218,32 @@ def test_numpy_scalars_and_ints_for_floats_take_the_shortcut(gpu):
         k(1, 128, (np.float32(3.0), x, -1, y, np.int64(2 ** 40), np.bool_(True), None))
     with pytest.raises(OverflowError, match="does not fit"):
         k(1, 128, (np.float32(3.0), x, 2 ** 70, y, np.int32(n), np.bool_(True), None))
+
+
+def test_two_devices_alternating_through_one_kernel(gpu):
+    torch = need_torch()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    k = jitbridge.RawKernel(AXPBY, "axpby")
+    n = 3000
+    for call in range(6):   # the device changes every call: the shortcut must follow (or decline)
+        dev = f"cuda:{call % 2}"
+        x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+        expected = 1.5 * x + y
+        k[(n + 127) // 128, 128](1.5, x, 1.0, y, n, False, None)
+        torch.cuda.synchronize(call % 2)
+        torch.testing.assert_close(y, expected)
+    with pytest.raises(ValueError, match="all arrays must be on one device"):
+        k[1, 128](1.5, torch.randn(n, device="cuda:0"), 1.0, torch.randn(n, device="cuda:1"), n, False, None)
+    cp = need_cupy()
+    with cp.cuda.Device(1):
+        x = cp.random.standard_normal(n, dtype=cp.float32)
+        y = cp.random.standard_normal(n, dtype=cp.float32)
+    for _ in range(2):   # arrays on cuda:1 while cuda:0 is current: CuPy's stream of cuda:1 is the one
+        with cp.cuda.Device(1):
+            y0 = y.copy()
+            cp.cuda.Device(1).synchronize()
+        k((n + 127) // 128, 128, (1.5, x, 1.0, y, n, False, None))
+        with cp.cuda.Device(1):
+            cp.cuda.Device(1).synchronize()
+            cp.testing.assert_allclose(y, 1.5 * x + y0, rtol=1e-6)
