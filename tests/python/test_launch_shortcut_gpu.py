@@ -135,7 +135,7 @@ def test_cupy_and_numba_arrays_take_their_shortcuts(gpu):
         with stream:   # CuPy's current stream: the launch must follow it
             k((n + 127) // 128, 128, (2.0, x, -1.0, y, n, False, None))
         stream.synchronize()
-        cp.testing.assert_allclose(y, expected, rtol=1e-6)
+        cp.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
     assert kinds(k) == [(True, ("floating", "cupy_array", "floating", "cupy_array", "integer", "boolean",
                                 "null_pointer"))]
     with pytest.raises(TypeError, match="float64"):
@@ -149,7 +149,7 @@ def test_cupy_and_numba_arrays_take_their_shortcuts(gpu):
         hx, hy = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
         x, y = cuda.to_device(hx), cuda.to_device(hy)
         nk((n + 127) // 128, 128, (0.5, x, 1.0, y, n, True, x))
-        np.testing.assert_allclose(y.copy_to_host(), -(0.5 * hx + hy + hx), rtol=1e-6)
+        np.testing.assert_allclose(y.copy_to_host(), -(0.5 * hx + hy + hx), rtol=1e-6, atol=1e-6)
     assert kinds(nk)[0] == (True, ("floating", "numba_array", "floating", "numba_array", "integer", "boolean",
                                    "numba_array"))
     # A Numba array bound to a stream: the shortcut declines, the full path orders the streams.
@@ -158,7 +158,7 @@ def test_cupy_and_numba_arrays_take_their_shortcuts(gpu):
     hy = rng.standard_normal(n, dtype=np.float32)
     x, y = cuda.to_device(hx, stream=s), cuda.to_device(hy, stream=s)
     nk((n + 127) // 128, 128, (0.5, x, 1.0, y, n, True, x))
-    np.testing.assert_allclose(y.copy_to_host(stream=s), -(0.5 * hx + hy + hx), rtol=1e-6)
+    np.testing.assert_allclose(y.copy_to_host(stream=s), -(0.5 * hx + hy + hx), rtol=1e-6, atol=1e-6)
 
 
 def test_mixed_frameworks_and_jitbridge_tensors_use_the_full_path(gpu):
@@ -173,12 +173,12 @@ def test_mixed_frameworks_and_jitbridge_tensors_use_the_full_path(gpu):
         torch.cuda.synchronize()
         k((n + 127) // 128, 128, (1.0, x, 1.0, y, n, False, None))
         cp.cuda.Device().synchronize()
-        np.testing.assert_allclose(cp.asnumpy(y), cp.asnumpy(y0) + x.cpu().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(cp.asnumpy(y), cp.asnumpy(y0) + x.cpu().numpy(), rtol=1e-6, atol=1e-6)
     assert kinds(k)[0][0] is False
     t = jitbridge.empty((n,), "float32")
     k((n + 127) // 128, 128, (0.0, x, 0.0, t, n, False, x))
     jitbridge.synchronize()
-    np.testing.assert_allclose(torch.from_dlpack(t).cpu().numpy(), x.cpu().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(torch.from_dlpack(t).cpu().numpy(), x.cpu().numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_a_producer_may_launch_while_it_is_being_read(gpu):
@@ -246,4 +246,4 @@ def test_two_devices_alternating_through_one_kernel(gpu):
         k((n + 127) // 128, 128, (1.5, x, 1.0, y, n, False, None))
         with cp.cuda.Device(1):
             cp.cuda.Device(1).synchronize()
-            cp.testing.assert_allclose(y, 1.5 * x + y0, rtol=1e-6)
+            cp.testing.assert_allclose(y, 1.5 * x + y0, rtol=1e-6, atol=1e-6)
