@@ -10,6 +10,35 @@
 
 namespace jitbridge::python {
 
+// Interned attribute names and constant arguments of the array readers, made once with the GIL
+// held and never freed (interned_names()).
+struct InternedNames {
+  PyObject* dlpack = PyUnicode_InternFromString("__dlpack__");
+  PyObject* dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+  PyObject* cai = PyUnicode_InternFromString("__cuda_array_interface__");
+  PyObject* exchange = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+  PyObject* exchange_old = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
+  PyObject* module = PyUnicode_InternFromString("__module__");
+  PyObject* qualname = PyUnicode_InternFromString("__qualname__");
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* typestr = PyUnicode_InternFromString("typestr");
+  PyObject* data = PyUnicode_InternFromString("data");
+  PyObject* version = PyUnicode_InternFromString("version");
+  PyObject* strides = PyUnicode_InternFromString("strides");
+  PyObject* mask = PyUnicode_InternFromString("mask");
+  PyObject* stream = PyUnicode_InternFromString("stream");
+  PyObject* ptr = PyUnicode_InternFromString("ptr");
+  PyObject* device_id = PyUnicode_InternFromString("device_id");
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* str = PyUnicode_InternFromString("str");
+  PyObject* device_ctypes_pointer = PyUnicode_InternFromString("device_ctypes_pointer");
+  PyObject* value = PyUnicode_InternFromString("value");
+  PyObject* kw_stream_max = Py_BuildValue("(ss)", "stream", "max_version");
+  PyObject* kw_stream = Py_BuildValue("(s)", "stream");
+  PyObject* max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, 0);
+};
+const InternedNames& interned_names();
+
 // Sets `type` with `message` and throws py::error_already_set.
 [[noreturn]] void fail(PyObject* type, const std::string& message);
 // The producer raised: re-raise with `arg: ` in front for the common builtin types (the original

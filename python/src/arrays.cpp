@@ -13,31 +13,6 @@
 namespace jitbridge::python {
 namespace {
 
-// Interned names and constant arguments, made once with the GIL held and never freed.
-struct Names {
-  PyObject* dlpack = PyUnicode_InternFromString("__dlpack__");
-  PyObject* dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
-  PyObject* cai = PyUnicode_InternFromString("__cuda_array_interface__");
-  PyObject* exchange = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
-  PyObject* exchange_old = PyUnicode_InternFromString("__c_dlpack_exchange_api__");
-  PyObject* module = PyUnicode_InternFromString("__module__");
-  PyObject* shape = PyUnicode_InternFromString("shape");
-  PyObject* typestr = PyUnicode_InternFromString("typestr");
-  PyObject* data = PyUnicode_InternFromString("data");
-  PyObject* version = PyUnicode_InternFromString("version");
-  PyObject* strides = PyUnicode_InternFromString("strides");
-  PyObject* mask = PyUnicode_InternFromString("mask");
-  PyObject* stream = PyUnicode_InternFromString("stream");
-  PyObject* kw_stream_max = Py_BuildValue("(ss)", "stream", "max_version");
-  PyObject* kw_stream = Py_BuildValue("(s)", "stream");
-  PyObject* max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, 0);
-};
-
-const Names& names() {
-  static const Names* n = new Names();
-  return *n;
-}
-
 bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
 
 bool type_has(PyTypeObject* type, PyObject* name) {
@@ -52,7 +27,7 @@ bool type_has(PyTypeObject* type, PyObject* name) {
 
 // The type's DLPack exchange table of major version 1 (walking prev_api), or nullptr.
 const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type) {
-  for (PyObject* name : {names().exchange, names().exchange_old}) {
+  for (PyObject* name : {interned_names().exchange, interned_names().exchange_old}) {
     PyObject* capsule = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), name);
     if (!capsule) {
       PyErr_Clear();
@@ -72,7 +47,7 @@ const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type) {
 }
 
 bool is_cupy_type(PyTypeObject* type) {
-  PyObject* module = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), names().module);
+  PyObject* module = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), interned_names().module);
   if (!module) {
     PyErr_Clear();
     return false;
@@ -98,15 +73,15 @@ TypeAdapter make_adapter(PyTypeObject* type) {
   if ((a.api = exchange_api_of(type))) a.protocol = Protocol::exchange_api;
   // Exactly cupy.ndarray / numba's DeviceNDArray: their CAI fields, read from attributes (each
   // builds its CAI dict in Python, ~0.9 us an array); subclasses keep the protocols below.
-  else if (is_cupy_ndarray(type) && type_has(type, names().cai)) a.protocol = Protocol::cupy_fields;
-  else if (is_numba_device_array(type) && type_has(type, names().cai)) a.protocol = Protocol::numba_fields;
+  else if (is_cupy_ndarray(type) && type_has(type, interned_names().cai)) a.protocol = Protocol::cupy_fields;
+  else if (is_numba_device_array(type) && type_has(type, interned_names().cai)) a.protocol = Protocol::numba_fields;
   // CuPy arrays go through __cuda_array_interface__ although they also speak __dlpack__: CuPy
   // 14.2's DLPack export gets negative strides wrong (it divides the byte stride by the item size
   // as an unsigned number: -4 bytes of float16 arrive as 2**63 - 2 elements), while its CAI
   // carries them right, in bytes. CAI is also the cheaper of the two per call.
-  else if (a.cupy && type_has(type, names().cai)) a.protocol = Protocol::cuda_array_interface;
-  else if (type_has(type, names().dlpack)) a.protocol = Protocol::dlpack;
-  else if (type_has(type, names().cai)) a.protocol = Protocol::cuda_array_interface;
+  else if (a.cupy && type_has(type, interned_names().cai)) a.protocol = Protocol::cuda_array_interface;
+  else if (type_has(type, interned_names().dlpack)) a.protocol = Protocol::dlpack;
+  else if (type_has(type, interned_names().cai)) a.protocol = Protocol::cuda_array_interface;
   else a.instance_probe = type->tp_dictoffset != 0;
   return a;
 }
@@ -224,7 +199,7 @@ void take_capsule(PyObject* capsule, ArrayView& view, const char* arg) {
 }
 
 void view_dlpack(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  const Names& k = names();
+  const InternedNames& k = interned_names();
   // __dlpack_device__ first: a stream goes along only for CUDA memory (CPU producers refuse one).
   bool cuda = false;
   PyObject* device = PyObject_CallMethodNoArgs(obj, k.dlpack_device);
@@ -256,7 +231,7 @@ void view_dlpack(PyObject* obj, CUstream consumer, ArrayView& view, const char* 
 }
 
 void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const char* arg) {
-  const Names& k = names();
+  const InternedNames& k = interned_names();
   if (!PyDict_Check(iface))
     fail(PyExc_TypeError,
          fmt::format("{}: __cuda_array_interface__ is a {}, not a dict", arg, Py_TYPE(iface)->tp_name));
@@ -326,7 +301,7 @@ void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const ch
 }
 
 void view_cai(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  PyObject* iface = PyObject_GetAttr(obj, names().cai);
+  PyObject* iface = PyObject_GetAttr(obj, interned_names().cai);
   if (!iface) raise_producer_error(arg);
   py::object owned = py::reinterpret_steal<py::object>(iface);
   view_cai_dict(iface, consumer, view, arg);
@@ -387,14 +362,14 @@ bool view_own(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg
 
 // Objects of a type without a protocol may still carry one in their instance __dict__.
 bool view_instance(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  PyObject* iface = PyObject_GetAttr(obj, names().cai);
+  PyObject* iface = PyObject_GetAttr(obj, interned_names().cai);
   if (iface) {
     py::object owned = py::reinterpret_steal<py::object>(iface);
     view_cai_dict(iface, consumer, view, arg);
     return true;
   }
   PyErr_Clear();
-  PyObject* dlpack = PyObject_GetAttr(obj, names().dlpack);
+  PyObject* dlpack = PyObject_GetAttr(obj, interned_names().dlpack);
   if (dlpack) {
     Py_DECREF(dlpack);
     view_dlpack(obj, consumer, view, arg);
@@ -415,6 +390,11 @@ std::uintptr_t stream_handle(PyObject* v, const char* arg, const char* what) {
 }  // namespace
 
 // ---- shared with framework_arrays.cpp (array_support.hpp) ----------------------------------------
+
+const InternedNames& interned_names() {
+  static const InternedNames* n = new InternedNames();
+  return *n;
+}
 
 [[noreturn]] void fail(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());

@@ -11,27 +11,6 @@
 namespace jitbridge::python {
 namespace {
 
-// Interned attribute names, made once with the GIL held and never freed.
-struct FieldNames {
-  PyObject* data = PyUnicode_InternFromString("data");
-  PyObject* ptr = PyUnicode_InternFromString("ptr");
-  PyObject* device_id = PyUnicode_InternFromString("device_id");
-  PyObject* shape = PyUnicode_InternFromString("shape");
-  PyObject* strides = PyUnicode_InternFromString("strides");
-  PyObject* dtype = PyUnicode_InternFromString("dtype");
-  PyObject* str = PyUnicode_InternFromString("str");
-  PyObject* stream = PyUnicode_InternFromString("stream");
-  PyObject* device_ctypes_pointer = PyUnicode_InternFromString("device_ctypes_pointer");
-  PyObject* value = PyUnicode_InternFromString("value");
-  PyObject* module = PyUnicode_InternFromString("__module__");
-  PyObject* qualname = PyUnicode_InternFromString("__qualname__");
-};
-
-const FieldNames& field_names() {
-  static const FieldNames* n = new FieldNames();
-  return *n;
-}
-
 py::object attr(PyObject* obj, PyObject* name) {
   PyObject* v = PyObject_GetAttr(obj, name);
   if (!v) throw py::error_already_set();
@@ -62,7 +41,7 @@ bool known_dtype(PyObject* dtype, DLDataType& out) {
 DLDataType dtype_of(PyObject* dtype, const char* arg) {
   DLDataType known{};
   if (known_dtype(dtype, known)) return known;
-  py::object str = attr(dtype, field_names().str);
+  py::object str = attr(dtype, interned_names().str);
   if (!PyUnicode_Check(str.ptr()))
     fail(PyExc_TypeError, fmt::format("{}: dtype.str is a {}, not a str", arg, Py_TYPE(str.ptr())->tp_name));
   Py_ssize_t n = 0;
@@ -86,7 +65,7 @@ std::uintptr_t address_of(PyObject* v, const char* arg, const char* what) {
 }
 
 bool type_is(PyTypeObject* type, const char* module, const char* qualname) {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   PyObject* t = reinterpret_cast<PyObject*>(type);
   auto equals = [&](PyObject* name, const char* expected) {
     PyObject* v = PyObject_GetAttr(t, name);
@@ -110,7 +89,7 @@ struct Layout {
 };
 
 void read_layout(PyObject* obj, Layout& out, const char* arg) {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   int_sequence(attr(obj, k.shape).ptr(), out.shape, arg, "shape");
   int_sequence(attr(obj, k.strides).ptr(), out.strides, arg, "strides");
   if (out.strides.size() != out.shape.size())
@@ -121,7 +100,7 @@ void read_layout(PyObject* obj, Layout& out, const char* arg) {
 
 // cupy.ndarray: data.ptr, data.device_id, shape, strides (bytes), dtype; never read-only.
 void view_cupy(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   py::object data = attr(obj, k.data);
   const std::uintptr_t ptr = address_of(attr(data.ptr(), k.ptr).ptr(), arg, "data.ptr");
   const std::int64_t device = int_item(attr(data.ptr(), k.device_id).ptr(), arg, "data.device_id");
@@ -137,7 +116,7 @@ void view_cupy(PyObject* obj, CUstream consumer, ArrayView& view, const char* ar
 // numba DeviceNDArray: device_ctypes_pointer.value, shape, strides (bytes), dtype, and the stream
 // the array is bound to (0: none), as its CAI reports them.
 void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   py::object pointer = attr(obj, k.device_ctypes_pointer);
   const std::uintptr_t ptr = address_of(attr(pointer.ptr(), k.value).ptr(), arg, "device_ctypes_pointer.value");
   Layout layout;
@@ -181,7 +160,7 @@ PyObject* get(PyObject* obj, PyObject* name) { return obj ? PyObject_GetAttr(obj
 }  // namespace
 
 bool cupy_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   Refs r;
   r.items[0] = get(obj, k.data);
   r.items[1] = get(r.items[0], k.ptr);
@@ -198,7 +177,7 @@ bool cupy_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
 }
 
 bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   Refs r;
   r.items[0] = get(obj, k.stream);  // 0: bound to no stream (else the full path orders it)
   bool ok = r.items[0] && PyLong_CheckExact(r.items[0]) && PyLong_AsLong(r.items[0]) == 0;
@@ -223,7 +202,7 @@ bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
 }
 
 int cupy_array_device(PyObject* obj) noexcept {
-  const FieldNames& k = field_names();
+  const InternedNames& k = interned_names();
   Refs r;
   r.items[0] = get(obj, k.data);
   r.items[1] = get(r.items[0], k.device_id);

@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "arrays.hpp"
+#include "jitbridge/streams.hpp"
 #include "jitbridge/launch.hpp"
 #include "kernels.hpp"
 #include "launch_profile.hpp"
@@ -48,15 +49,6 @@ struct Scratch {
   }
 };
 
-struct ReleaseOnExit {
-  Scratch& s;
-  std::size_t n;
-  ~ReleaseOnExit() {
-    s.release(n);
-    launch_profile::mark(launch_profile::released);
-  }
-};
-
 [[noreturn]] void raise_now() { throw py::error_already_set(); }
 
 
@@ -76,9 +68,8 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
       return;
     }
     case ScalarClass::integer: {
-      int overflow = 0;
-      long long value = PyLong_CheckExact(o) ? PyLong_AsLongLongAndOverflow(o, &overflow) : 0;
-      if (PyLong_CheckExact(o) && !overflow && !(value == -1 && PyErr_Occurred())) {  // the common case
+      long long value = 0;
+      if (PyLong_CheckExact(o) && read_int64(o, value)) {  // the common case, without __index__
         v.kind = ArgValue::Kind::signed_integer;
         v.i = value;
         return;
@@ -86,6 +77,7 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
       PyErr_Clear();
       py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
       if (!as_int) raise_now();
+      int overflow = 0;
       value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
       if (value == -1 && PyErr_Occurred()) raise_now();
       if (overflow > 0) {
@@ -135,15 +127,6 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
   raise_now();
 }
 
-int current_device_ordinal() {
-  const DriverApi& api = driver();
-  CUcontext ctx = nullptr;
-  CUdevice dev = 0;
-  if (api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx && api.cuCtxGetDevice(&dev) == CUDA_SUCCESS)
-    return static_cast<int>(dev);
-  return 0;
-}
-
 // Fills s.values[0..n) from the Python arguments, arrays viewed for the consumer stream, which is
 // decided first (explicit, else the first array's framework, else legacy) and returned.
 CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::size_t n, PyObject* stream_obj,
@@ -191,7 +174,8 @@ int pack(const KernelObject& k, std::size_t n, Scratch& s) {
 
 // One Scratch per nesting level of each thread: converting an argument can run Python code (a
 // producer's __dlpack__, a property, a finalizer) that launches again on this thread, and that
-// launch must not reuse the views the outer one is still filling.
+// launch must not reuse the views the outer one is still filling. The lease prepares its level for
+// `n` arguments and releases what they lent (DLPack tensors, buffers) when it ends.
 struct ScratchLease {
   struct Pool {
     std::deque<Scratch> levels;  // a deque: growing it keeps the outer levels in place
@@ -203,8 +187,16 @@ struct ScratchLease {
   }
   Pool& p = pool();
   Scratch& s = p.depth < p.levels.size() ? p.levels[p.depth] : p.levels.emplace_back();
-  ScratchLease() { ++p.depth; }
-  ~ScratchLease() { --p.depth; }
+  const std::size_t n;
+  explicit ScratchLease(std::size_t count) : n(count) {
+    ++p.depth;
+    s.prepare(n);
+  }
+  ~ScratchLease() {
+    s.release(n);
+    launch_profile::mark(launch_profile::released);
+    --p.depth;
+  }
   ScratchLease(const ScratchLease&) = delete;
   ScratchLease& operator=(const ScratchLease&) = delete;
 };
@@ -240,7 +232,7 @@ const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObje
   launch_profile::mark(launch_profile::converted);
   int device = pack(k, n, s);
   launch_profile::mark(launch_profile::packed);
-  if (device < 0) device = current_device_ordinal();
+  if (device < 0) device = current_device();
   const Device& dev = Device::get(device);
   f = &k.resolved();
   if (k.checked_device != &dev && k.module->program.program && k.module->program.program->arch != dev.arch() &&
@@ -267,10 +259,8 @@ namespace {
 // and messages; then the shortcut for these argument types is learnt.
 void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* const* args, std::size_t n,
                       PyObject* stream_obj) {
-  ScratchLease lease;
+  ScratchLease lease(n);
   Scratch& s = lease.s;
-  s.prepare(n);
-  ReleaseOnExit release{s, n};
   const Function* f = nullptr;
   const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
   launch(*f, config, dev, s.packed.pointers());
@@ -293,10 +283,8 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
 
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args) {
   const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(args.ptr()));
-  ScratchLease lease;
+  ScratchLease lease(n);
   Scratch& s = lease.s;
-  s.prepare(n);
-  ReleaseOnExit release{s, n};
   const Function* f = nullptr;
   const Device& dev = prepare_launch(k, config, &PyTuple_GET_ITEM(args.ptr(), 0), n, nullptr, s, f);
   dev.make_current();
@@ -332,7 +320,7 @@ double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple ar
 py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args_tuple, int n) {
   PyObject* const* args = &PyTuple_GET_ITEM(args_tuple.ptr(), 0);
   const std::size_t count = static_cast<std::size_t>(PyTuple_GET_SIZE(args_tuple.ptr()));
-  ScratchLease lease;
+  ScratchLease lease(0);  // each phase below prepares and releases it itself
   Scratch& s = lease.s;
   using clock = std::chrono::steady_clock;
   auto per_call = [n](clock::time_point t0) {
@@ -393,10 +381,8 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
 
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs) {
   const std::size_t n = static_cast<std::size_t>(nargs);
-  ScratchLease lease;
+  ScratchLease lease(n);
   Scratch& s = lease.s;
-  s.prepare(n);
-  ReleaseOnExit release{s, n};
   PyObject* none = Py_None;
   convert_arguments(k, args, n, none, s);
   pack(k, n, s);
@@ -420,6 +406,19 @@ ScalarClass classify_scalar(PyObject* o) {
   if (PyBytes_Check(o)) return ScalarClass::bytes;
   if (PyObject_CheckBuffer(o)) return ScalarClass::buffer;
   return ScalarClass::other;
+}
+
+bool read_int64(PyObject* o, long long& v) {
+  int overflow = 0;
+  if (PyLong_CheckExact(o)) {
+    v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  } else {
+    PyObject* as_int = PyNumber_Index(o);
+    if (!as_int) return false;
+    v = PyLong_AsLongLongAndOverflow(as_int, &overflow);
+    Py_DECREF(as_int);
+  }
+  return !overflow && !(v == -1 && PyErr_Occurred());
 }
 
 Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "arrays.hpp"
+#include "jitbridge/streams.hpp"
 #include "kernels.hpp"
 #include "launch_profile.hpp"
 
@@ -164,16 +165,8 @@ PyObject* prepared_call(PyObject* self, PyObject*, PyObject*) {
   }
 }
 
-int current_ordinal() {
-  const DriverApi& api = driver();
-  CUcontext ctx = nullptr;
-  CUdevice dev = 0;
-  if (api.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx && api.cuCtxGetDevice(&dev) == CUDA_SUCCESS) return dev;
-  return 0;
-}
-
 py::dict attributes(const KernelObject& k) {
-  const Device& d = Device::get(current_ordinal());
+  const Device& d = Device::get(current_device());
   const Function& f = k.resolved();
   static const std::pair<const char*, CUfunction_attribute> names[] = {
       {"max_threads_per_block", CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
@@ -190,6 +183,14 @@ py::dict attributes(const KernelObject& k) {
   py::dict out;
   for (const auto& [name, attr] : names) out[name] = f.attribute(attr, d);
   return out;
+}
+
+// The benchmark entry points' grid and block (a default configuration otherwise).
+LaunchConfig grid_and_block(py::handle grid, py::handle block) {
+  LaunchConfig c;
+  c.grid = parse_dim3(grid, "grid");
+  c.block = parse_dim3(block, "block");
+  return c;
 }
 
 CUfunction function_here(const KernelObject& k, const Device& d) {
@@ -230,8 +231,8 @@ void bind_kernels(py::module_& m) {
       })
       .def("_global", [](const ModuleObject& mo, const std::string& name) {
         const Module& mod = mo.loaded();
-        auto [ptr, size] = mod.global(name, Device::get(current_ordinal()));
-        return py::make_tuple(static_cast<std::uintptr_t>(ptr), size, current_ordinal());
+        auto [ptr, size] = mod.global(name, Device::get(current_device()));
+        return py::make_tuple(static_cast<std::uintptr_t>(ptr), size, current_device());
       });
 
   py::class_<KernelObject>(m, "_Kernel", py::custom_type_setup([](PyHeapTypeObject* heap) {
@@ -284,7 +285,7 @@ void bind_kernels(py::module_& m) {
       .def_property_readonly("attributes", &attributes)
       .def("max_active_blocks_per_sm",
            [](const KernelObject& k, int block_size, std::size_t shared_mem) {
-             const Device& d = Device::get(current_ordinal());
+             const Device& d = Device::get(current_device());
              int blocks = 0;
              check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_here(k, d), block_size,
                                                                          shared_mem),
@@ -294,7 +295,7 @@ void bind_kernels(py::module_& m) {
            py::arg("block_size"), py::arg("shared_mem") = 0)
       .def("suggest_block_size",
            [](const KernelObject& k, std::size_t shared_mem, int block_size_limit) {
-             const Device& d = Device::get(current_ordinal());
+             const Device& d = Device::get(current_device());
              int min_grid = 0, block = 0;
              check(driver().cuOccupancyMaxPotentialBlockSize(&min_grid, &block, function_here(k, d), nullptr,
                                                              shared_mem, block_size_limit),
@@ -304,30 +305,21 @@ void bind_kernels(py::module_& m) {
            py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0)
       .def("_raw_launch_batch",
            [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch) {
-             LaunchConfig c;
-             c.grid = parse_dim3(grid, "grid");
-             c.block = parse_dim3(block, "block");
-             return raw_launch_batch(k, c, args, batch);
+             return raw_launch_batch(k, grid_and_block(grid, block), args, batch);
            },
            py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
            "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "
            "(converted and checked once), in a C++ loop.")
       .def("_prepared",
            [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args) {
-             LaunchConfig c;
-             c.grid = parse_dim3(grid, "grid");
-             c.block = parse_dim3(block, "block");
-             return prepare_floor(k, c, args);
+             return prepare_floor(k, grid_and_block(grid, block), args);
            },
            py::arg("grid"), py::arg("block"), py::arg("args"),
            "Benchmark floor: a callable doing one raw cuLaunchKernel with these arguments, converted, checked and "
            "packed once (no checks per call).")
       .def("_launch_phases",
            [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int n) {
-             LaunchConfig c;
-             c.grid = parse_dim3(grid, "grid");
-             c.block = parse_dim3(block, "block");
-             return launch_phases(k, c, args, n);
+             return launch_phases(k, grid_and_block(grid, block), args, n);
            },
            py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("n"))
       .def("_pack",
@@ -372,7 +364,7 @@ void bind_kernels(py::module_& m) {
                              }));
 
   m.def("synchronize", [](py::object device) {
-    int ordinal = device.is_none() ? current_ordinal() : device.cast<int>();
+    int ordinal = device.is_none() ? current_device() : device.cast<int>();
     const Device& d = Device::get(ordinal);
     ContextGuard guard(d);
     CUresult rc;

@@ -95,6 +95,9 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
 // bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else.
 enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other };
 ScalarClass classify_scalar(PyObject* o);
+// An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
+// through __index__. False, with the Python error (if any) left set, otherwise.
+bool read_int64(PyObject* o, long long& v);
 
 // grid=/block=/cluster= values: an int or a tuple of up to 3 ints, each >= 1.
 Dim3 parse_dim3(py::handle value, const char* what);

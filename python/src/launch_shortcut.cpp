@@ -38,20 +38,6 @@ const LaunchShortcut* find(const KernelObject& k, PyObject* const* args, std::si
   return nullptr;
 }
 
-// An integer argument within int64 (the full path reads larger ones, and words their errors).
-bool read_integer(PyObject* obj, bool exact_int, long long& v) {
-  int overflow = 0;
-  if (exact_int) {
-    v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-  } else {
-    PyObject* as_int = PyNumber_Index(obj);
-    if (!as_int) return false;
-    v = PyLong_AsLongLongAndOverflow(as_int, &overflow);
-    Py_DECREF(as_int);
-  }
-  return !overflow && !(v == -1 && PyErr_Occurred());
-}
-
 // An array for a pointer parameter: device memory, on the launch's one device, of a dtype the
 // pointee takes (pack_argument's rules; the arrays the shortcut reads are never read-only).
 bool accept_array(const ShortcutArg& a, DLDevice where, DLDataType dtype, int& device) {
@@ -101,7 +87,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
       case Kind::integer:
       case Kind::index_integer: {
         long long v = 0;
-        if (!read_integer(obj, a.kind == Kind::integer, v)) return decline();
+        if (!read_int64(obj, v)) return decline();
         if (a.is_signed ? !signed_fits(v, a.size) : (v < 0 || !unsigned_fits(static_cast<std::uint64_t>(v), a.size)))
           return decline();
         std::memcpy(slot, &v, a.size);  // little-endian: the low bytes
@@ -131,7 +117,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
         double x;
         if (a.from_integer) {
           long long v = 0;
-          if (!read_integer(obj, Py_TYPE(obj) == &PyLong_Type, v)) return decline();
+          if (!read_int64(obj, v)) return decline();
           x = static_cast<double>(v);
         } else {
           x = PyFloat_CheckExact(obj) ? PyFloat_AS_DOUBLE(obj) : PyFloat_AsDouble(obj);
