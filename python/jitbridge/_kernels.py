@@ -49,6 +49,9 @@ class RawKernel(_core._Kernel):
         return self
 
 
+_core._inherit_vectorcall(RawKernel, _core._Kernel)
+
+
 def _attribute(name):
     return property(lambda self: self.attributes[name], doc=f"The driver's {name} for this kernel on the current device.")
 

@@ -75,8 +75,11 @@ bool is_numba_device_array(PyTypeObject* type);
 // CuPy's current stream on `device_id` (< 0: the current device), normalized; asked once per
 // call_generation() and device. nullopt when cupy is not imported. Throws what CuPy raises.
 std::optional<CUstream> cupy_stream(int device_id);
-// The same, asked now (no memo).
+// The same, asked now (no memo): through CuPy's exported C function when this CuPy has it (see
+// cupy_stream_reader), else through cupy.cuda.get_current_stream(device_id).
 std::optional<CUstream> cupy_current_stream(int device_id);
+// Which of the two cupy_current_stream uses (its name), for tests.
+const char* cupy_stream_reader();
 
 // The device a CuPy array's memory is on (data.device_id); -1 when it cannot be read.
 int cupy_array_device(PyObject* obj) noexcept;

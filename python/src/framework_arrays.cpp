@@ -222,40 +222,65 @@ void view_framework_fields(PyObject* obj, Protocol protocol, CUstream consumer, 
   else view_numba(obj, consumer, view, arg);
 }
 
+namespace {
+
+// CuPy's own answer to "which stream do CuPy's launches on device d use now": the C function
+// cupy_backends.cuda.stream.get_stream_ptr(int device_id), which CuPy exports to other Cython
+// modules through the module's __pyx_capi__ capsules (each named by the C signature, checked
+// here, so a CuPy whose function differs is never called). Found once cupy_backends is imported;
+// nullptr otherwise (older CuPy: cupy_current_stream asks CuPy's Python API instead).
+using StreamPtrOfDevice = std::intptr_t (*)(int);
+
+StreamPtrOfDevice cupy_stream_ptr_function() {
+  static StreamPtrOfDevice fn = nullptr;
+  static bool looked = false;
+  if (looked) return fn;
+  PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy_backends.cuda.stream");  // borrowed
+  if (!module) return nullptr;  // not imported (yet): asked again next time
+  looked = true;
+  PyObject* capi = PyObject_GetAttrString(module, "__pyx_capi__");
+  if (!capi) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  static constexpr const char* kSignature = "intptr_t (int)";
+  PyObject* capsule = PyDict_Check(capi) ? PyDict_GetItemString(capi, "get_stream_ptr") : nullptr;  // borrowed
+  if (capsule && PyCapsule_IsValid(capsule, kSignature))
+    fn = reinterpret_cast<StreamPtrOfDevice>(PyCapsule_GetPointer(capsule, kSignature));
+  Py_DECREF(capi);  // the module keeps its capsules (and the extension is never unloaded)
+  if (PyErr_Occurred()) PyErr_Clear();
+  return fn;
+}
+
+}  // namespace
+
+const char* cupy_stream_reader() {
+  return cupy_stream_ptr_function() ? "cupy_backends.cuda.stream.get_stream_ptr" : "cupy.cuda.get_current_stream";
+}
+
 std::optional<CUstream> cupy_current_stream(int device_id) {
+  if (device_id < 0) device_id = current_device();
+  if (StreamPtrOfDevice fn = cupy_stream_ptr_function()) {
+    const std::intptr_t ptr = fn(device_id);  // 0: CuPy's null stream (legacy); CuPy maps PTDS itself
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return stream_from_int(static_cast<std::uintptr_t>(ptr));
+  }
   // The functions are looked up once (cupy stays imported once it was).
-  static PyObject* current_ptr = nullptr;   // cupy.cuda.stream.get_current_stream_ptr(): current device
   static PyObject* get_current = nullptr;   // cupy.cuda.get_current_stream(device_id)
   if (!get_current) {
     PyObject* cupy = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy");  // borrowed; never imported here
     if (!cupy) return std::nullopt;
     py::object cuda = py::reinterpret_borrow<py::object>(cupy).attr("cuda");
     get_current = py::object(cuda.attr("get_current_stream")).release().ptr();
-    PyObject* stream_module = PyObject_GetAttrString(cuda.ptr(), "stream");
-    if (stream_module) {
-      current_ptr = PyObject_GetAttrString(stream_module, "get_current_stream_ptr");  // absent in old CuPy
-      Py_DECREF(stream_module);
-    }
-    if (!current_ptr) PyErr_Clear();
   }
-  const int current = current_device();
-  if (device_id < 0) device_id = current;
-  py::object handle;
-  if (device_id == current && current_ptr) {
-    handle = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(current_ptr));
-  } else {
-    PyObject* s = PyObject_CallFunction(get_current, "i", device_id);
-    if (!s && PyErr_ExceptionMatches(PyExc_TypeError)) {  // an older CuPy: current device only
-      PyErr_Clear();
-      s = PyObject_CallNoArgs(get_current);
-    }
-    if (s) {
-      py::object stream = py::reinterpret_steal<py::object>(s);
-      handle = stream.attr("ptr");
-    }
+  PyObject* s = PyObject_CallFunction(get_current, "i", device_id);
+  if (!s && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();  // an older CuPy: the current device's only
+    s = PyObject_CallNoArgs(get_current);
   }
-  if (!handle) throw py::error_already_set();
-  return stream_from_int(handle.cast<std::uintptr_t>());
+  if (!s) throw py::error_already_set();
+  py::object stream = py::reinterpret_steal<py::object>(s);
+  return stream_from_int(stream.attr("ptr").cast<std::uintptr_t>());
 }
 
 std::optional<CUstream> cupy_stream(int device_id) {

@@ -322,6 +322,8 @@ void bind_interop_testing(py::module_& m) {
         },
         "The protocol jitbridge chose for a type ('exchange_api', 'dlpack', 'cuda_array_interface', 'jitbridge', "
         "'none').");
+  m.def("_cupy_stream_reader", [] { return std::string(cupy_stream_reader()); },
+        "How CuPy's current stream is read: through CuPy's exported C function or its Python API (names it).");
   m.def("_testing_buffer_refs",
         [](py::handle tensor) {
           TensorObject* t = tensor_object(tensor.ptr());

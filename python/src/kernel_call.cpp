@@ -300,7 +300,42 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
   }
   for (std::size_t off : offsets) p.params.push_back(p.storage.data() + off);
   p.keepalive = args;
+  for (std::size_t i = 0; i < n; ++i) {
+    PyTypeObject* type = Py_TYPE(PyTuple_GET_ITEM(args.ptr(), i));
+    const TypeAdapter& a = adapter_for(type);
+    p.types.push_back(type);
+    p.exchange.push_back(a.protocol == Protocol::exchange_api && a.api->dltensor_from_py_object_no_sync ? a.api
+                                                                                                         : nullptr);
+  }
   return p;
+}
+
+void PreparedLaunch::launch_exchanging(PyObject* const* args, std::size_t n) const {
+  constexpr std::size_t kMax = 32;
+  if (n != params.size() || n > kMax) throw py::type_error("_Prepared: call with no arguments or the prepared ones");
+  void* addresses[kMax];
+  void* local[kMax];
+  CUstream stream = config.stream;
+  bool asked = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (Py_TYPE(args[i]) != types[i]) throw py::type_error("_Prepared: an argument's type differs from the prepared one");
+    local[i] = params[i];
+    const DLPackExchangeAPI* api = exchange[i];
+    if (!api) continue;
+    DLTensor t;
+    if (api->dltensor_from_py_object_no_sync(args[i], &t) != 0) throw py::error_already_set();
+    addresses[i] = static_cast<char*>(t.data) + t.byte_offset;
+    local[i] = &addresses[i];
+    if (!asked) {
+      void* s = nullptr;
+      if (api->current_work_stream(kDLCUDA, t.device.device_id, &s) != 0) throw py::error_already_set();
+      stream = normalize_stream(static_cast<CUstream>(s));
+      asked = true;
+    }
+  }
+  check(driver().cuLaunchKernel(function, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
+                                config.block.z, static_cast<unsigned>(config.shared_mem), stream, local, nullptr),
+        "cuLaunchKernel");
 }
 
 void PreparedLaunch::launch() const {

@@ -98,6 +98,23 @@ void set_up_vectorcall(PyHeapTypeObject* heap, ternaryfunc call) {
   t.tp_call = call;
 }
 
+// Python subclasses of a kernel type (jitbridge.RawKernel) keep the vectorcall: CPython before
+// 3.12 never passes the flag on to heap subclasses, and 3.12 passes it on only when tp_call is not
+// overridden. Turned on here only under that same condition (and 3.12 turns it off again if
+// __call__ is assigned later). Instances keep the slot where the base put it.
+void inherit_vectorcall(py::handle cls, py::handle base) {
+  if (!PyType_Check(cls.ptr()) || !PyType_Check(base.ptr()) ||
+      !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls.ptr()), reinterpret_cast<PyTypeObject*>(base.ptr())))
+    throw py::type_error("_inherit_vectorcall: expected a subclass of the given kernel type");
+  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  const PyTypeObject* b = reinterpret_cast<const PyTypeObject*>(base.ptr());
+  if (!(b->tp_flags & Py_TPFLAGS_HAVE_VECTORCALL) || t->tp_call != b->tp_call ||
+      t->tp_vectorcall_offset != b->tp_vectorcall_offset)
+    return;  // __call__ overridden (or no vectorcall to inherit): calls keep going through tp_call
+  t->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  PyType_Modified(t);
+}
+
 // k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
 PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
@@ -155,10 +172,15 @@ PyObject* call_into(PyObject* self, PyObject* args, PyObject* kwargs) {
   return entry(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), Keywords{kwargs});
 }
 
-// _Prepared(): one raw cuLaunchKernel (the benchmark's Python-in-the-loop floor).
-PyObject* prepared_call(PyObject* self, PyObject*, PyObject*) {
+// _Prepared(): one raw cuLaunchKernel (the benchmark's Python-in-the-loop floor). _Prepared(*args)
+// with arguments of the prepared types: the same, after reading each exchange-API array's address
+// and the framework's current stream (the floor for a launch that must ask the producer).
+PyObject* prepared_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
-    self_of<PreparedLaunch>(self).launch();
+    if (keywords.dict || keywords.kwnames) throw py::type_error("_Prepared takes no keyword arguments");
+    const PreparedLaunch& p = self_of<PreparedLaunch>(self);
+    if (nargs == 0) p.launch();
+    else p.launch_exchanging(args, static_cast<std::size_t>(nargs));
     Py_RETURN_NONE;
   } catch (...) {
     return translate();
@@ -360,8 +382,11 @@ void bind_kernels(py::module_& m) {
       });
 
   py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
-                               heap->ht_type.tp_call = prepared_call;
+                               set_up_vectorcall(heap, call_into<prepared_entry>);
                              }));
+
+  m.def("_inherit_vectorcall", &inherit_vectorcall, py::arg("cls"), py::arg("base"),
+        "Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).");
 
   m.def("synchronize", [](py::object device) {
     int ordinal = device.is_none() ? current_device() : device.cast<int>();

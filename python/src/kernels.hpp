@@ -79,7 +79,13 @@ struct PreparedLaunch {
   std::vector<std::uint64_t> storage;  // each parameter's bytes, 16-byte aligned
   std::vector<void*> params;
   py::object keepalive;
+  std::vector<PyTypeObject*> types;                // each prepared argument's type (borrowed: keepalive holds them)
+  std::vector<const DLPackExchangeAPI*> exchange;  // per argument: its type's exchange API, or nullptr
   void launch() const;  // throws DriverError
+  // Reads the address of each argument whose type has the DLPack exchange API (no checks) and the
+  // framework's current stream on the first one's device, then launches with the other arguments
+  // as prepared. `args` must have the prepared types (TypeError otherwise). Throws DriverError.
+  void launch_exchanging(PyObject* const* args, std::size_t n) const;
 };
 // Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n: the
 // producer's exchange-API calls (when the first argument has that API), the full path's phases

@@ -217,3 +217,23 @@ def test_keywords_are_read_in_both_call_forms_every_time():
             configured(1.0, dev(), dev(), 4, strem=None)
         with pytest.raises(TypeError, match="got 2 positional arguments"):
             s(1, 32)
+
+
+def test_raw_kernel_calls_take_vectorcall_unless_a_subclass_overrides_call():
+    have_vectorcall = 1 << 11   # Py_TPFLAGS_HAVE_VECTORCALL
+    assert jitbridge.RawKernel.__flags__ & have_vectorcall
+
+    class Counting(jitbridge.RawKernel):
+        calls = 0
+
+        def __call__(self, *args, **kwargs):
+            type(self).calls += 1
+            return super().__call__(*args, **kwargs)
+
+    c = Counting(SRC, "saxpy", arch="sm_90")
+    for expected in (1, 2, 3):   # the override runs every time, also after the base installed its vectorcall
+        with pytest.raises(ValueError, match="shared_mem: -1 is negative"):
+            c(1, 32, (1.0, dev(), dev(), 4), shared_mem=-1)
+        assert Counting.calls == expected
+    with pytest.raises(TypeError, match="expected a subclass"):
+        jitbridge._core._inherit_vectorcall(int, jitbridge._core._Kernel)

@@ -22,6 +22,12 @@ extern "C" __global__ void copy(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = x[i];
 }'''
+SLOW_FILL = r'''
+extern "C" __global__ void slow_fill(float* y, float v, int n, long long spins) {
+  long long t0 = clock64(); while (clock64() - t0 < spins) {}
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = v;
+}'''
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "launch")
 
 
@@ -46,12 +52,7 @@ def test_torch_both_call_forms(gpu, torch, saxpy):
 
 
 def test_follows_torch_current_stream_and_explicit_streams(gpu, torch):
-    spin = jitbridge.RawKernel(r'''
-extern "C" __global__ void slow_fill(float* y, float v, int n, long long spins) {
-  long long t0 = clock64(); while (clock64() - t0 < spins) {}
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = v;
-}''', "slow_fill")
+    spin = jitbridge.RawKernel(SLOW_FILL, "slow_fill")
     copy = jitbridge.RawKernel(COPY, "copy")
     n = 1 << 16
     a = torch.full((n,), float("nan"), device="cuda")
@@ -81,6 +82,26 @@ def test_cupy_arrays_on_cupy_current_stream(gpu, saxpy):
         saxpy((n + 127) // 128, 128, (2.0, x, y, n))
     stream.synchronize()
     cp.testing.assert_allclose(y, expected, rtol=1e-6)
+
+
+def test_follows_cupy_current_stream_on_both_paths(gpu):
+    cp = pytest.importorskip("cupy")
+    import cupy_backends.cuda.stream as backend
+    if "get_stream_ptr" in getattr(backend, "__pyx_capi__", {}):   # CuPy's C function, when it exports one
+        assert jitbridge._core._cupy_stream_reader() == "cupy_backends.cuda.stream.get_stream_ptr"
+    spin = jitbridge.RawKernel(SLOW_FILL, "slow_fill")
+    copy = jitbridge.RawKernel(COPY, "copy")
+    n = 1 << 16
+    for call in range(4):   # the first call takes the full path, later ones the shortcut
+        a = cp.full((n,), float("nan"), dtype=cp.float32)
+        b = cp.full((n,), float("nan"), dtype=cp.float32)
+        cp.cuda.Device().synchronize()
+        s = cp.cuda.Stream(non_blocking=True)   # a new stream each time: nothing remembered may be stale
+        spin((n + 255) // 256, 256, (a, float(call), n, 20_000_000), stream=s.ptr)
+        with s:
+            copy((n + 255) // 256, 256, (a, b, n))   # on s (CuPy's current stream), so after the slow fill
+        s.synchronize()
+        assert bool(cp.all(b == call)), f"call {call}: the copy did not run on CuPy's current stream"
 
 
 def test_numba_and_jax_arrays(gpu, saxpy):

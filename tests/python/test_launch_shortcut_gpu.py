@@ -247,3 +247,24 @@ def test_two_devices_alternating_through_one_kernel(gpu):
         with cp.cuda.Device(1):
             cp.cuda.Device(1).synchronize()
             cp.testing.assert_allclose(y, 1.5 * x + y0, rtol=1e-6, atol=1e-6)
+
+
+def test_benchmark_floors_launch_the_addresses_they_read(gpu):
+    # bench_launch's floors: _prepared() relaunches the packed bytes; _prepared(*tensors) reads each torch
+    # tensor's address through torch's exchange API first (so the kernel sees the tensors of that call).
+    torch = need_torch()
+    k = jitbridge.RawKernel(AXPBY, "axpby")
+    n = 3000
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    floor = k._prepared((n + 127) // 128, 128, (2.0, x, 1.0, y, n, False, x))
+    x2, y2 = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    expected = 2.0 * x2 + y2 + x2
+    floor(2.0, x2, 1.0, y2, n, False, x2)
+    torch.testing.assert_close(y2, expected)
+    expected = 2.0 * x + y + x
+    floor()
+    torch.testing.assert_close(y, expected)
+    with pytest.raises(TypeError, match="type differs"):
+        floor(2.0, x.cpu().numpy(), 1.0, y, n, False, x)
+    with pytest.raises(TypeError, match="no arguments or the prepared ones"):
+        floor(2.0, x)
