@@ -33,6 +33,7 @@ struct InternedNames {
   PyObject* str = PyUnicode_InternFromString("str");
   PyObject* device_ctypes_pointer = PyUnicode_InternFromString("device_ctypes_pointer");
   PyObject* value = PyUnicode_InternFromString("value");
+  PyObject* gpu_data = PyUnicode_InternFromString("gpu_data");
   PyObject* kw_stream_max = Py_BuildValue("(ss)", "stream", "max_version");
   PyObject* kw_stream = Py_BuildValue("(s)", "stream");
   PyObject* max_version = Py_BuildValue("(ii)", DLPACK_MAJOR_VERSION, 0);

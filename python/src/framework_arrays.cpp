@@ -176,16 +176,76 @@ bool cupy_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
   return ok && out.device >= 0;
 }
 
+namespace {
+
+// Numba arrays' addresses by their memory object: a DeviceNDArray's address is its gpu_data's
+// (a MemoryPointer; views and slices get their own), which never changes, and neither does its
+// device. Reading device_ctypes_pointer.value runs a Python property and makes a ctypes object and
+// an int each time; this remembers the answer per gpu_data object instead, checked by identity
+// through a weak reference (a dead object's slot never answers for a new one at the same address).
+// Only with the GIL held; a few slots, replaced in turn.
+struct NumbaPointerMemo {
+  static constexpr int kSlots = 16;
+  struct Slot {
+    PyObject* key = nullptr;   // the gpu_data object's address, compared first (borrowed, maybe dead)
+    PyObject* ref = nullptr;   // a weak reference to it (owned)
+    std::uintptr_t ptr = 0;
+    int device = -1;
+  };
+  Slot slots[kSlots];
+  int next = 0;
+
+  static bool refers_to(PyObject* ref, PyObject* obj) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* target = nullptr;
+    if (PyWeakref_GetRef(ref, &target) <= 0) return false;  // dead (0) or not a weakref (-1: cannot happen)
+    Py_DECREF(target);
+    return target == obj;
+#else
+    return PyWeakref_GetObject(ref) == obj;
+#endif
+  }
+  const Slot* find(PyObject* gpu_data) const {
+    for (const Slot& s : slots)
+      if (s.key == gpu_data && s.ref && refers_to(s.ref, gpu_data)) return &s;
+    return nullptr;
+  }
+  void remember(PyObject* gpu_data, std::uintptr_t ptr, int device) {
+    PyObject* ref = PyWeakref_NewRef(gpu_data, nullptr);
+    if (!ref) {  // not weakly referenceable: not remembered
+      PyErr_Clear();
+      return;
+    }
+    Slot& s = slots[next];
+    next = (next + 1) % kSlots;
+    Py_XDECREF(s.ref);
+    s = {gpu_data, ref, ptr, device};
+  }
+};
+NumbaPointerMemo g_numba_pointers;
+
+}  // namespace
+
 bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
   const InternedNames& k = interned_names();
   Refs r;
   r.items[0] = get(obj, k.stream);  // 0: bound to no stream (else the full path orders it)
   bool ok = r.items[0] && PyLong_CheckExact(r.items[0]) && PyLong_AsLong(r.items[0]) == 0;
   if (ok) {
-    r.items[1] = get(obj, k.device_ctypes_pointer);
-    r.items[2] = get(r.items[1], k.value);
-    r.items[3] = r.items[2] ? get(obj, k.dtype) : nullptr;
-    ok = r.items[3] && positive_address(r.items[2], out.ptr) && known_dtype(r.items[3], out.dtype);
+    r.items[1] = get(obj, k.gpu_data);
+    r.items[2] = r.items[1] ? get(obj, k.dtype) : nullptr;
+    ok = r.items[2] && r.items[1] != Py_None && known_dtype(r.items[2], out.dtype);
+  }
+  if (ok) {
+    if (const NumbaPointerMemo::Slot* s = g_numba_pointers.find(r.items[1])) {
+      out.ptr = s->ptr;
+      out.device = s->device;
+      return true;
+    }
+    r.items[3] = get(obj, k.device_ctypes_pointer);
+    PyObject* value = r.items[3] ? PyObject_GetAttr(r.items[3], k.value) : nullptr;
+    ok = positive_address(value, out.ptr);
+    Py_XDECREF(value);
   }
   if (PyErr_Occurred()) {
     PyErr_Clear();
@@ -198,6 +258,7 @@ bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
     PyErr_Clear();
     return false;
   }
+  g_numba_pointers.remember(r.items[1], out.ptr, out.device);
   return true;
 }
 

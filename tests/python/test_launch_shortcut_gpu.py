@@ -268,3 +268,25 @@ def test_benchmark_floors_launch_the_addresses_they_read(gpu):
         floor(2.0, x.cpu().numpy(), 1.0, y, n, False, x)
     with pytest.raises(TypeError, match="no arguments or the prepared ones"):
         floor(2.0, x)
+
+
+def test_numba_views_and_new_arrays_are_read_afresh(gpu):
+    # The shortcut remembers a Numba array's address per memory object (gpu_data). Views have their own
+    # memory object at another address; arrays made after others died may reuse their Python objects'
+    # addresses. Every call must still launch on the array it was given.
+    cuda = need_numba()
+    rng = np.random.default_rng()
+    k = jitbridge.RawKernel(AXPBY, "axpby")
+    n = 4096
+    hx = rng.standard_normal(n + 8, dtype=np.float32)
+    x = cuda.to_device(hx)
+    for call in range(24):
+        start = call % 5
+        xv = x[start:start + n]                     # a new view each call, at a moving offset
+        hy = rng.standard_normal(n, dtype=np.float32)
+        y = cuda.to_device(hy)                      # a new array each call; the last one is freed
+        k((n + 127) // 128, 128, (1.5, xv, 1.0, y, n, False, None))
+        np.testing.assert_allclose(y.copy_to_host(), 1.5 * hx[start:start + n] + hy, rtol=1e-6, atol=1e-6)
+        del xv, y
+    assert kinds(k) == [(True, ("floating", "numba_array", "floating", "numba_array", "integer", "boolean",
+                                "null_pointer"))]
