@@ -373,6 +373,18 @@ std::size_t buffer_bytes(const Signature& signature) {
   return total;
 }
 
+std::vector<std::size_t> param_offsets(const Signature& signature) {
+  std::vector<std::size_t> offsets;
+  std::size_t used = 0;
+  for (const Param& p : signature.params) {
+    const std::size_t align = p.align ? p.align : 1;
+    used = (used + align - 1) / align * align;
+    offsets.push_back(used);
+    used += p.size;
+  }
+  return offsets;
+}
+
 void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out) {
   PackResult where;
   if (!function.info() || !function.info()->signature) {

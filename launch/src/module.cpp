@@ -105,7 +105,24 @@ std::pair<CUdeviceptr, std::size_t> Module::global(std::string_view name, const 
 
 Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info)
     : module_(std::move(module)), kernel_(kernel), name_(std::move(name)), interned_(intern(name_)), info_(info) {
-  if (info_ && info_->signature) plan_ = plan_signature(*info_->signature);
+  if (!info_ || !info_->signature) return;
+  const Signature& sig = *info_->signature;
+  plan_ = plan_signature(sig);
+  if (!driver().cuKernelGetParamInfo) return;
+  const std::vector<std::size_t> offsets = jitbridge::param_offsets(sig);
+  const std::vector<std::size_t>& sizes = param_sizes();
+  auto differ = [&](const std::string& what) {
+    return std::logic_error(fmt::format("{}{}: {}; launches would pass wrong bytes, so none is made (please report "
+                                        "this jitbridge bug with the kernel's source)",
+                                        name_, sig.to_string(), what));
+  };
+  if (sizes.size() != sig.params.size())
+    throw differ(fmt::format("the signature has {} parameters, the driver says {}", sig.params.size(), sizes.size()));
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] != sig.params[i].size || param_offsets_[i] != offsets[i])
+      throw differ(fmt::format("parameter {} ({}) is {} bytes at offset {} by the signature, {} bytes at offset {} by "
+                               "the driver", i, sig.params[i].spelling, sig.params[i].size, offsets[i], sizes[i],
+                               param_offsets_[i]));
 }
 
 int Function::attribute(CUfunction_attribute attribute, const Device& device) const {
@@ -114,23 +131,34 @@ int Function::attribute(CUfunction_attribute attribute, const Device& device) co
   return value;
 }
 
-const std::vector<std::size_t>& Function::param_sizes() const {
-  if (param_sizes_known_) return param_sizes_;
+void Function::query_params() const {
+  if (params_known_) return;
   const DriverApi& api = driver();
   if (!api.cuKernelGetParamInfo)
     throw std::runtime_error("this CUDA driver cannot describe kernel parameters (cuKernelGetParamInfo); "
                              "compile from source to get checked launches");
-  std::vector<std::size_t> sizes;
+  std::vector<std::size_t> sizes, offsets;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;
     CUresult rc = api.cuKernelGetParamInfo(kernel_, i, &offset, &size);
     if (rc == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
     check(rc, "cuKernelGetParamInfo");
     sizes.push_back(size);
+    offsets.push_back(offset);
   }
   param_sizes_ = std::move(sizes);
-  param_sizes_known_ = true;
+  param_offsets_ = std::move(offsets);
+  params_known_ = true;
+}
+
+const std::vector<std::size_t>& Function::param_sizes() const {
+  query_params();
   return param_sizes_;
+}
+
+const std::vector<std::size_t>& Function::param_offsets() const {
+  query_params();
+  return param_offsets_;
 }
 
 const Function::Limits& Function::limits(const Device& device) const {

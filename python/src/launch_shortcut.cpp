@@ -179,19 +179,17 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n)
   if (params.size() != n || k.plan.size() != n) return;
   auto s = std::make_unique<LaunchShortcut>();
   s->usable = n <= LaunchShortcut::kMaxArgs;
-  std::size_t used = 0;
+  const std::vector<std::size_t> offsets = param_offsets(*k.info->signature);
+  const std::size_t used = n ? offsets.back() + params.back().size : 0;
   bool arrays = false;
   for (std::size_t i = 0; i < n; ++i) {
     ShortcutArg a;
     a.type = Py_TYPE(args[i]);
     const Param& p = params[i];
     const ParamPlan& plan = k.plan[i];
-    const std::size_t align = p.align ? p.align : 1;
-    used = (used + align - 1) / align * align;
-    a.offset = static_cast<std::uint16_t>(used);
-    a.size = static_cast<std::uint16_t>(p.size);
-    used += p.size;
-    bool ok = p.size <= LaunchShortcut::kMaxBytes;
+    bool ok = p.size <= LaunchShortcut::kMaxBytes && offsets[i] + p.size <= LaunchShortcut::kMaxBytes;
+    a.offset = static_cast<std::uint16_t>(ok ? offsets[i] : 0);
+    a.size = static_cast<std::uint16_t>(ok ? p.size : 0);
     const ScalarClass c = classify_scalar(args[i]);
     if (plan.kind == ParamPlan::Kind::pointer && args[i] == Py_None) {
       a.kind = Kind::null_pointer;

@@ -9,6 +9,7 @@
 #include "jitbridge/cache.hpp"
 #include "jitbridge/driver.hpp"
 #include "jitbridge/jit.hpp"
+#include "jitbridge/module.hpp"
 
 using namespace jitbridge;
 using jitbridge::testing::driver_or_skip;
@@ -105,6 +106,18 @@ extern "C" __global__ void axpb(const real* __restrict__ x, real* y, __half a, i
   for (int i = 0; i < n; ++i) REQUIRE(y[i] == Approx(2.0f * x[i] + 1.0f));
   check(api->cuMemFree(dx), "cuMemFree");
   check(api->cuMemFree(dy), "cuMemFree");
+  // A signature that disagrees with the driver's parameter layout is refused when the Function is made
+  // (launches would pass wrong bytes). Here __half claims 4 bytes, which also moves `n`.
+  if (api->cuKernelGetParamInfo) {
+    CHECK_NOTHROW(Function(nullptr, kernel, "axpb", k));
+    Kernel wrong = *k;
+    wrong.signature->params[2].size = 4;
+    wrong.signature->params[2].align = 4;
+    CHECK_THROWS_AS(Function(nullptr, kernel, "axpb", &wrong), std::logic_error);
+    CHECK_THROWS_WITH(Function(nullptr, kernel, "axpb", &wrong),
+                      Catch::Contains("parameter 2 (__half) is 4 bytes at offset 16 by the signature, 2 bytes at "
+                                      "offset 16 by the driver"));
+  }
   check(api->cuLibraryUnload(lib), "cuLibraryUnload");
   check(api->cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease");
 }

@@ -127,6 +127,10 @@ void pack_argument(std::string_view kernel_name, const Signature& signature, std
 // Bytes an ArgBuffer needs for `signature` (sizes plus worst-case alignment padding).
 std::size_t buffer_bytes(const Signature& signature);
 
+// Where each parameter lies in the kernel's parameter space by the C layout rules (each at the
+// next multiple of its alignment): what cuKernelGetParamInfo must report (Function checks it).
+std::vector<std::size_t> param_offsets(const Signature& signature);
+
 // The message for a wrong argument count: "saxpy(float, float const*, float*, int) takes 4
 // arguments, 3 given".
 std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given);

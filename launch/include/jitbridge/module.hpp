@@ -50,6 +50,9 @@ class Module : public std::enable_shared_from_this<Module> {
 // A kernel in a loaded Module.
 class Function {
  public:
+  // With a signature (`info`), checks it against the driver's view of the parameters (count, each
+  // size and offset, when the driver has cuKernelGetParamInfo): a difference would make every
+  // launch pass wrong bytes, so it throws std::logic_error naming the parameter.
   Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info);
   const std::string& name() const { return name_; }
   const char* interned_name() const { return interned_; }  // lives for the whole process
@@ -61,6 +64,8 @@ class Function {
   int attribute(CUfunction_attribute attribute, const Device& device) const;
   // Parameter sizes from the driver (cuKernelGetParamInfo), for kernels without a signature.
   const std::vector<std::size_t>& param_sizes() const;
+  // Parameter offsets from the driver, in the same order.
+  const std::vector<std::size_t>& param_offsets() const;
   // The kernel's own limits on `device` (launch bounds, static shared memory), queried once.
   struct Limits {
     int max_threads_per_block = 0;
@@ -81,8 +86,9 @@ class Function {
   const char* interned_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_;
-  mutable std::vector<std::size_t> param_sizes_;
-  mutable bool param_sizes_known_ = false;
+  void query_params() const;
+  mutable std::vector<std::size_t> param_sizes_, param_offsets_;
+  mutable bool params_known_ = false;
   mutable std::array<std::atomic<std::size_t>, 64> shared_allowed_{};  // per device ordinal
   mutable std::array<std::atomic<const Limits*>, 64> limits_{};        // per device ordinal, never freed
   mutable std::array<std::atomic<CUfunction>, 64> functions_{};        // per device ordinal
