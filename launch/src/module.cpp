@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -137,6 +138,11 @@ void Function::query_params() const {
   if (!api.cuKernelGetParamInfo)
     throw std::runtime_error("this CUDA driver cannot describe kernel parameters (cuKernelGetParamInfo); "
                              "compile from source to get checked launches");
+  // The query needs a current context (any: a CUkernel's parameters are the same in each); a
+  // Function may be made before any launch made one current.
+  CUcontext current = nullptr;
+  std::optional<ContextGuard> guard;
+  if (api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || !current) guard.emplace(Device::get(0));
   std::vector<std::size_t> sizes, offsets;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0, size = 0;

@@ -109,7 +109,12 @@ extern "C" __global__ void axpb(const real* __restrict__ x, real* y, __half a, i
   // A signature that disagrees with the driver's parameter layout is refused when the Function is made
   // (launches would pass wrong bytes). Here __half claims 4 bytes, which also moves `n`.
   if (api->cuKernelGetParamInfo) {
+    check(api->cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");  // made before any context is current: still checked
     CHECK_NOTHROW(Function(nullptr, kernel, "axpb", k));
+    CUcontext after = nullptr;
+    check(api->cuCtxGetCurrent(&after), "cuCtxGetCurrent");
+    CHECK(after == nullptr);  // and the caller's (lack of a) context is left as it was
+    check(api->cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     Kernel wrong = *k;
     wrong.signature->params[2].size = 4;
     wrong.signature->params[2].align = 4;
