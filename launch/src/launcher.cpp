@@ -73,7 +73,9 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
 
 void launch(const Function& function, const LaunchConfig& c, const Device& device, void** params) {
   const DriverApi& api = driver();
-  device.make_current();
+  // The device's context for this call only: the caller's current device (torch's, CuPy's, the
+  // runtime's: all read the driver's current context) is the same afterwards.
+  const ContextGuard context(device);
   const CUfunction fn = function.function_for(device);
   CUresult rc;
   if (c.cluster.x == 0 && !c.cooperative && !c.programmatic_dependent) {

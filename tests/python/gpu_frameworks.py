@@ -1,9 +1,19 @@
-"""gpu_frameworks.py — what the GPU test files share: a slow copy kernel for stream tests, and importing
-each framework (skipping the test cleanly when it is missing or sees no GPU)."""
+"""gpu_frameworks.py — what the GPU test files share: a slow copy kernel for stream tests, importing each
+framework (skipping the test cleanly when it is missing or sees no GPU), and the marker for tests that use
+made-up device addresses."""
 import os
 
 import numpy as np
 import pytest
+
+import jitbridge
+
+# Tests that describe arrays at made-up device addresses (packing and viewing never dereference them) need
+# at most one GPU: with several, a __cuda_array_interface__ address's device is asked of the driver, which
+# rightly does not know a made-up one.
+MADE_UP_ADDRESSES = pytest.mark.skipif(len(jitbridge.driver_info()["devices"]) > 1,
+                                       reason="made-up device addresses: with several GPUs the driver is asked "
+                                              "which one an address is on")
 
 N = 1 << 22
 SPIN_CYCLES = 400_000_000  # ~0.2 s at 2 GHz: long enough that a consumer's work is queued behind it

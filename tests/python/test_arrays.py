@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 import jitbridge
+from gpu_frameworks import MADE_UP_ADDRESSES
 from jitbridge import _core
+
+pytestmark = MADE_UP_ADDRESSES
 
 RNG = np.random.default_rng(1234)
 

@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 
 import jitbridge
+from gpu_frameworks import MADE_UP_ADDRESSES
+
+pytestmark = MADE_UP_ADDRESSES
 
 SRC = r'''
 #include <cuda_fp16.h>

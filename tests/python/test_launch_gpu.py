@@ -207,7 +207,9 @@ def test_arrays_on_two_devices_are_refused(gpu, torch, saxpy):
         saxpy(1, 32, (1.0, a, b, 8))
     c = torch.randn(8, device="cuda:1")
     before = c.clone()
+    current = torch.cuda.current_device()
     saxpy(1, 32, (2.0, b, c, 8))  # modules load on the second device at first use
+    assert torch.cuda.current_device() == current   # the launch went to cuda:1 without switching the caller
     torch.cuda.synchronize(1)
     torch.testing.assert_close(c, before + 2 * b)
 

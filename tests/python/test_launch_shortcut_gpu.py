@@ -226,11 +226,13 @@ def test_two_devices_alternating_through_one_kernel(gpu):
         pytest.skip("needs 2 GPUs")
     k = jitbridge.RawKernel(AXPBY, "axpby")
     n = 3000
+    current = torch.cuda.current_device()
     for call in range(6):   # the device changes every call: the shortcut must follow (or decline)
         dev = f"cuda:{call % 2}"
         x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
         expected = 1.5 * x + y
         k[(n + 127) // 128, 128](1.5, x, 1.0, y, n, False, None)
+        assert torch.cuda.current_device() == current   # launches never switch the caller's device
         torch.cuda.synchronize(call % 2)
         torch.testing.assert_close(y, expected)
     with pytest.raises(ValueError, match="all arrays must be on one device"):

@@ -48,8 +48,9 @@ class LaunchError : public std::runtime_error {
 // the device allows it. Throws LaunchConfigError.
 void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
 
-// Launches `function` with packed `params` on `config.stream`, making `device`'s primary
-// context current first. Asynchronous: never synchronizes the host. Throws LaunchError.
+// Launches `function` with packed `params` on `config.stream`, in `device`'s primary context
+// (pushed for the call when another context, or none, is current, and popped after: the thread's
+// current device is unchanged). Asynchronous: never synchronizes the host. Throws LaunchError.
 // validate_launch must have passed for this (function, config, device).
 void launch(const Function& function, const LaunchConfig& config, const Device& device, void** params);
 
