@@ -112,6 +112,7 @@ Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::s
   if (!driver().cuKernelGetParamInfo) return;
   const std::vector<std::size_t> offsets = jitbridge::param_offsets(sig);
   const std::vector<std::size_t>& sizes = param_sizes();
+  const std::vector<std::size_t>& driver_offsets = param_offsets();
   auto differ = [&](const std::string& what) {
     return std::logic_error(fmt::format("{}{}: {}; launches would pass wrong bytes, so none is made (please report "
                                         "this jitbridge bug with the kernel's source)",
@@ -120,10 +121,10 @@ Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::s
   if (sizes.size() != sig.params.size())
     throw differ(fmt::format("the signature has {} parameters, the driver says {}", sig.params.size(), sizes.size()));
   for (std::size_t i = 0; i < sizes.size(); ++i)
-    if (sizes[i] != sig.params[i].size || param_offsets_[i] != offsets[i])
+    if (sizes[i] != sig.params[i].size || driver_offsets[i] != offsets[i])
       throw differ(fmt::format("parameter {} ({}) is {} bytes at offset {} by the signature, {} bytes at offset {} by "
                                "the driver", i, sig.params[i].spelling, sig.params[i].size, offsets[i], sizes[i],
-                               param_offsets_[i]));
+                               driver_offsets[i]));
 }
 
 int Function::attribute(CUfunction_attribute attribute, const Device& device) const {

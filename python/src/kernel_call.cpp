@@ -333,15 +333,14 @@ void PreparedLaunch::launch_exchanging(PyObject* const* args, std::size_t n) con
       asked = true;
     }
   }
-  check(driver().cuLaunchKernel(function, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
-                                config.block.z, static_cast<unsigned>(config.shared_mem), stream, local, nullptr),
-        "cuLaunchKernel");
+  launch_with(local, stream);
 }
 
-void PreparedLaunch::launch() const {
+void PreparedLaunch::launch() const { launch_with(const_cast<void**>(params.data()), config.stream); }
+
+void PreparedLaunch::launch_with(void** with_params, CUstream stream) const {
   check(driver().cuLaunchKernel(function, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
-                                config.block.z, static_cast<unsigned>(config.shared_mem), config.stream,
-                                const_cast<void**>(params.data()), nullptr),
+                                config.block.z, static_cast<unsigned>(config.shared_mem), stream, with_params, nullptr),
         "cuLaunchKernel");
 }
 

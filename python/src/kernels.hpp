@@ -86,6 +86,8 @@ struct PreparedLaunch {
   // framework's current stream on the first one's device, then launches with the other arguments
   // as prepared. `args` must have the prepared types (TypeError otherwise). Throws DriverError.
   void launch_exchanging(PyObject* const* args, std::size_t n) const;
+  // The one cuLaunchKernel both use: `function` with `config`'s dims, these parameters, on `stream`.
+  void launch_with(void** with_params, CUstream stream) const;
 };
 // Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n: the
 // producer's exchange-API calls (when the first argument has that API), the full path's phases
