@@ -1,9 +1,10 @@
 // launch_bench.cpp — the floor for bench_launch.py: host time of raw cuLaunchKernel calls from C++ for
 // k(const float*, const float*, float*, float*, int), grid 1 x block 32, on the legacy default stream.
-// Also times jitbridge's typed C++ launch() of the same kernel. Prints "name microseconds" lines.
+// Also the same with the parameters as one buffer, and jitbridge's typed C++ launch() of the kernel. Prints "name microseconds" lines.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "jitbridge/launch.hpp"
@@ -50,6 +51,15 @@ int main() {
     double raw = time_it([&] {
       check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
     });
+    // The same parameters as one buffer (cuLaunchKernel's `extra` form, which jitbridge's launches use).
+    unsigned char space[36];
+    std::memcpy(space, buf, sizeof buf);
+    std::memcpy(space + 32, &n, sizeof n);
+    std::size_t space_size = sizeof space;
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, space, CU_LAUNCH_PARAM_BUFFER_SIZE, &space_size, CU_LAUNCH_PARAM_END};
+    double raw_buffer = time_it([&] {
+      check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, nullptr, extra), "cuLaunchKernel");
+    });
     LaunchConfig config;
     config.grid = {1, 1, 1};
     config.block = {32, 1, 1};
@@ -59,6 +69,7 @@ int main() {
     float* d = reinterpret_cast<float*>(buf[3]);
     double typed = time_it([&] { launch(*function, dev, config, a, b, c, d, n); });
     std::printf("raw_culaunchkernel_us %.3f\n", raw);
+    std::printf("raw_culaunchkernel_buffer_form_us %.3f\n", raw_buffer);
     std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
     // Where the typed launch's extra time goes: each step alone, in a tight loop (no launch).
     auto step = [&](auto&& one) {

@@ -172,11 +172,24 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
 
 bool float32_fits(double x) { return !std::isfinite(x) || std::fabs(x) <= std::numeric_limits<float>::max(); }
 
-void ArgBuffer::reset(std::size_t count, std::size_t total) {
+void ArgBuffer::prepare(std::size_t count, std::size_t total, bool param_space) {
   if (storage_.size() < total) storage_.resize(total);
   if (pointers_.size() < count) pointers_.resize(count);
   count_ = count;
   used_ = 0;
+  param_space_ = param_space;
+}
+
+void ArgBuffer::reset(const Signature& signature) {
+  std::size_t total = 0;  // sizes plus worst-case alignment padding
+  for (const Param& p : signature.params) total += p.size + (p.align ? p.align : 1);
+  prepare(signature.params.size(), total, true);
+}
+
+void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
+  std::size_t total = 0;
+  for (std::size_t size : sizes) total += size + 8;  // pack_unchecked aligns to at most 8
+  prepare(sizes.size(), total, false);
 }
 
 void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
@@ -367,12 +380,6 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
   }
 }
 
-std::size_t buffer_bytes(const Signature& signature) {
-  std::size_t total = 0;
-  for (const Param& p : signature.params) total += p.size + (p.align ? p.align : 1);
-  return total;
-}
-
 std::vector<std::size_t> param_offsets(const Signature& signature) {
   std::vector<std::size_t> offsets;
   std::size_t used = 0;
@@ -392,15 +399,13 @@ void launch_detail::pack_all(const Function& function, const Slot* slots, std::s
     if (sizes.size() != n)
       throw ArgumentError(ArgumentError::Kind::type,
                           fmt::format("{} takes {} arguments, {} given", function.name(), sizes.size(), n));
-    std::size_t total = 0;
-    for (std::size_t s : sizes) total += s + 8;
-    out.reset(n, total);
+    out.reset(sizes);
     for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], slots[i].value, out, where);
   } else {
     const Signature& sig = *function.info()->signature;
     if (sig.params.size() != n)
       throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
-    out.reset(n, buffer_bytes(sig));
+    out.reset(sig);
     const std::vector<ParamPlan>& plan = function.plan();
     for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, plan, i, slots[i].value, out, where);
   }

@@ -71,7 +71,10 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
                     l.cc_major, l.cc_minor));
 }
 
-void launch(const Function& function, const LaunchConfig& c, const Device& device, void** params) {
+namespace {
+
+// The launch itself: `params` or `extra` in cuLaunchKernel's sense (one of them null).
+void launch_with(const Function& function, const LaunchConfig& c, const Device& device, void** params, void** extra) {
   const DriverApi& api = driver();
   // The device's context for this call only: the caller's current device (torch's, CuPy's, the
   // runtime's: all read the driver's current context) is the same afterwards.
@@ -80,7 +83,7 @@ void launch(const Function& function, const LaunchConfig& c, const Device& devic
   CUresult rc;
   if (c.cluster.x == 0 && !c.cooperative && !c.programmatic_dependent) {
     rc = api.cuLaunchKernel(fn, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
-                            static_cast<unsigned>(c.shared_mem), c.stream, params, nullptr);
+                            static_cast<unsigned>(c.shared_mem), c.stream, params, extra);
   } else {
     CUlaunchAttribute attrs[3];
     unsigned n = 0;
@@ -112,7 +115,7 @@ void launch(const Function& function, const LaunchConfig& c, const Device& devic
     cfg.hStream = c.stream;
     cfg.attrs = attrs;
     cfg.numAttrs = n;
-    rc = api.cuLaunchKernelEx(&cfg, fn, params, nullptr);
+    rc = api.cuLaunchKernelEx(&cfg, fn, params, extra);
   }
   auto& last = g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()];
   if (rc == CUDA_SUCCESS) {
@@ -138,6 +141,27 @@ void launch(const Function& function, const LaunchConfig& c, const Device& devic
   throw LaunchError(fmt::format("launching {} on cuda:{} failed: {} ({})", function.name(), device.ordinal(),
                                 name ? name : "?", text ? text : ""),
                     rc);
+}
+
+}  // namespace
+
+void launch(const Function& function, const LaunchConfig& config, const Device& device, void** params) {
+  launch_with(function, config, device, params, nullptr);
+}
+
+void launch(const Function& function, const LaunchConfig& config, const Device& device, ParamBytes bytes) {
+  if (bytes.size == 0) return launch_with(function, config, device, nullptr, nullptr);
+  // The size is the parameter space's end (cuLaunchKernel's documented buffer form: the buffer
+  // honours every parameter's offset and alignment).
+  std::size_t size = bytes.size;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(bytes.data), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  launch_with(function, config, device, nullptr, extra);
+}
+
+void launch(const Function& function, const LaunchConfig& config, const Device& device, ArgBuffer& packed) {
+  if (packed.param_space()) return launch(function, config, device, ParamBytes{packed.bytes(), packed.used()});
+  launch_with(function, config, device, packed.pointers(), nullptr);
 }
 
 }  // namespace jitbridge

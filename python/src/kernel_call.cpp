@@ -158,15 +158,13 @@ int pack(const KernelObject& k, std::size_t n, Scratch& s) {
   if (k.info && k.info->signature) {
     const Signature& sig = *k.info->signature;
     if (sig.params.size() != n) throw py::type_error(arity_message(k.name, sig, n));
-    s.packed.reset(n, buffer_bytes(sig));
+    s.packed.reset(sig);
     for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, k.plan, i, s.values[i], s.packed, where);
   } else {
     const std::vector<std::size_t>& sizes = k.resolved().param_sizes();
     if (sizes.size() != n)
       throw py::type_error(fmt::format("{} takes {} arguments, {} given", k.name, sizes.size(), n));
-    std::size_t total = 0;
-    for (std::size_t size : sizes) total += size + 8;
-    s.packed.reset(n, total);
+    s.packed.reset(sizes);
     for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], s.values[i], s.packed, where);
   }
   return where.device;
@@ -263,7 +261,7 @@ void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* cons
   Scratch& s = lease.s;
   const Function* f = nullptr;
   const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
-  launch(*f, config, dev, s.packed.pointers());
+  launch(*f, config, dev, s.packed);
   launch_profile::mark(launch_profile::launched);
   learn_shortcut(k, args, n);
 }
@@ -291,14 +289,20 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
   PreparedLaunch p;
   p.function = f->function_for(dev);
   p.config = config;
-  std::vector<std::size_t> offsets;
+  std::vector<std::size_t> at;
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : f->param_sizes()[i];
-    offsets.push_back(p.storage.size());
+    at.push_back(p.storage.size());
     p.storage.resize(p.storage.size() + (size + 15) / 16 * 2);
-    std::memcpy(p.storage.data() + offsets.back(), s.packed.pointers()[i], size);
+    std::memcpy(p.storage.data() + at.back(), s.packed.pointers()[i], size);
   }
-  for (std::size_t off : offsets) p.params.push_back(p.storage.data() + off);
+  for (std::size_t off : at) p.params.push_back(p.storage.data() + off);
+  if (s.packed.param_space()) {
+    p.space.assign(s.packed.bytes(), s.packed.bytes() + s.packed.used());
+    for (std::size_t i = 0; i < n; ++i)
+      p.offsets.push_back(static_cast<std::size_t>(static_cast<const unsigned char*>(s.packed.pointers()[i]) -
+                                                   s.packed.bytes()));
+  }
   p.keepalive = args;
   for (std::size_t i = 0; i < n; ++i) {
     PyTypeObject* type = Py_TYPE(PyTuple_GET_ITEM(args.ptr(), i));
@@ -311,10 +315,13 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
 }
 
 void PreparedLaunch::launch_exchanging(PyObject* const* args, std::size_t n) const {
-  constexpr std::size_t kMax = 32;
+  constexpr std::size_t kMax = 32, kMaxBytes = 1024;
   if (n != params.size() || n > kMax) throw py::type_error("_Prepared: call with no arguments or the prepared ones");
   void* addresses[kMax];
   void* local[kMax];
+  alignas(16) unsigned char bytes[kMaxBytes];
+  const bool buffer = !space.empty() && space.size() <= kMaxBytes;
+  if (buffer) std::memcpy(bytes, space.data(), space.size());
   CUstream stream = config.stream;
   bool asked = false;
   for (std::size_t i = 0; i < n; ++i) {
@@ -326,6 +333,7 @@ void PreparedLaunch::launch_exchanging(PyObject* const* args, std::size_t n) con
     if (api->dltensor_from_py_object_no_sync(args[i], &t) != 0) throw py::error_already_set();
     addresses[i] = static_cast<char*>(t.data) + t.byte_offset;
     local[i] = &addresses[i];
+    if (buffer) std::memcpy(bytes + offsets[i], &addresses[i], sizeof(void*));
     if (!asked) {
       void* s = nullptr;
       if (api->current_work_stream(kDLCUDA, t.device.device_id, &s) != 0) throw py::error_already_set();
@@ -333,21 +341,28 @@ void PreparedLaunch::launch_exchanging(PyObject* const* args, std::size_t n) con
       asked = true;
     }
   }
-  launch_with(local, stream);
+  launch_with(buffer ? nullptr : local, buffer ? bytes : nullptr, stream);
 }
 
-void PreparedLaunch::launch() const { launch_with(const_cast<void**>(params.data()), config.stream); }
+void PreparedLaunch::launch(bool buffer_form) const {
+  const bool buffer = buffer_form && !space.empty();
+  launch_with(buffer ? nullptr : const_cast<void**>(params.data()), buffer ? space.data() : nullptr, config.stream);
+}
 
-void PreparedLaunch::launch_with(void** with_params, CUstream stream) const {
+void PreparedLaunch::launch_with(void** with_params, const void* buffer, CUstream stream) const {
+  std::size_t size = space.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(buffer), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
   check(driver().cuLaunchKernel(function, config.grid.x, config.grid.y, config.grid.z, config.block.x, config.block.y,
-                                config.block.z, static_cast<unsigned>(config.shared_mem), stream, with_params, nullptr),
+                                config.block.z, static_cast<unsigned>(config.shared_mem), stream, with_params,
+                                buffer ? extra : nullptr),
         "cuLaunchKernel");
 }
 
-double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch) {
+double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch, bool buffer_form) {
   const PreparedLaunch prepared = prepare_floor(k, config, args);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < batch; ++i) prepared.launch();
+  for (int i = 0; i < batch; ++i) prepared.launch(buffer_form);
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -400,7 +415,7 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
   for (int i = 0; i < n; ++i) validate_launch(*f, config, dev);
   out["validate"] = per_call(t0);
   t0 = clock::now();
-  for (int i = 0; i < n; ++i) launch(*f, config, dev, s.packed.pointers());
+  for (int i = 0; i < n; ++i) launch(*f, config, dev, s.packed);
   out["launch"] = per_call(t0);
   s.release(count);
   t0 = clock::now();
@@ -444,6 +459,13 @@ ScalarClass classify_scalar(PyObject* o) {
 
 bool read_int64(PyObject* o, long long& v) {
   int overflow = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+  // Most launch ints are small: read in place (CPython keeps values below 2**30 compact).
+  if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) {
+    v = static_cast<long long>(PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o)));
+    return true;
+  }
+#endif
   if (PyLong_CheckExact(o)) {
     v = PyLong_AsLongLongAndOverflow(o, &overflow);
   } else {

@@ -326,19 +326,19 @@ void bind_kernels(py::module_& m) {
            },
            py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0)
       .def("_raw_launch_batch",
-           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch) {
-             return raw_launch_batch(k, grid_and_block(grid, block), args, batch);
+           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch, bool buffer_form) {
+             return raw_launch_batch(k, grid_and_block(grid, block), args, batch, buffer_form);
            },
-           py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
+           py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"), py::arg("buffer_form") = false,
            "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "
-           "(converted and checked once), in a C++ loop.")
+           "(converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.")
       .def("_prepared",
            [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args) {
              return prepare_floor(k, grid_and_block(grid, block), args);
            },
            py::arg("grid"), py::arg("block"), py::arg("args"),
-           "Benchmark floor: a callable doing one raw cuLaunchKernel with these arguments, converted, checked and "
-           "packed once (no checks per call).")
+           "Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these "
+           "arguments, converted, checked and packed once (no checks per call).")
       .def("_launch_phases",
            [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int n) {
              return launch_phases(k, grid_and_block(grid, block), args, n);

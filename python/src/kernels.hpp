@@ -67,8 +67,10 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
 
 // Benchmark floor: converts and packs `args` once, then calls cuLaunchKernel `batch` times in a C++
-// loop on the consumer stream; returns the microseconds the loop took (no Python per launch).
-double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch);
+// loop on the consumer stream; returns the microseconds the loop took (no Python per launch). The
+// parameters go as the array of pointers (what "raw cuLaunchKernel" means in the benchmark), or,
+// with `buffer_form`, as one buffer (how jitbridge's own launches pass them).
+double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch, bool buffer_form);
 
 // Benchmark floor with Python in the loop: the arguments converted, checked and packed once; each
 // launch() is one cuLaunchKernel with the packed bytes and nothing else (no checks, no stream
@@ -77,17 +79,23 @@ struct PreparedLaunch {
   CUfunction function = nullptr;
   LaunchConfig config;
   std::vector<std::uint64_t> storage;  // each parameter's bytes, 16-byte aligned
-  std::vector<void*> params;
+  std::vector<void*> params;           // into storage: the array-of-pointers form
+  std::vector<unsigned char> space;    // the kernel's parameter space (the buffer form); empty: no signature
+  std::vector<std::size_t> offsets;    // each parameter's offset in `space`
   py::object keepalive;
   std::vector<PyTypeObject*> types;                // each prepared argument's type (borrowed: keepalive holds them)
   std::vector<const DLPackExchangeAPI*> exchange;  // per argument: its type's exchange API, or nullptr
-  void launch() const;  // throws DriverError
+  // One launch with the prepared parameters, as one buffer when there is a parameter space and
+  // `buffer_form`, else as pointers. Throws DriverError.
+  void launch(bool buffer_form = true) const;
   // Reads the address of each argument whose type has the DLPack exchange API (no checks) and the
   // framework's current stream on the first one's device, then launches with the other arguments
-  // as prepared. `args` must have the prepared types (TypeError otherwise). Throws DriverError.
+  // as prepared (in the buffer form when it can). `args` must have the prepared types (TypeError
+  // otherwise). Throws DriverError.
   void launch_exchanging(PyObject* const* args, std::size_t n) const;
-  // The one cuLaunchKernel both use: `function` with `config`'s dims, these parameters, on `stream`.
-  void launch_with(void** with_params, CUstream stream) const;
+
+ private:
+  void launch_with(void** with_params, const void* buffer, CUstream stream) const;
 };
 // Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n: the
 // producer's exchange-API calls (when the first argument has that API), the full path's phases

@@ -51,16 +51,17 @@ bool accept_array(const ShortcutArg& a, DLDevice where, DLDataType dtype, int& d
 
 bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
                         PyObject* stream_obj) {
-  const LaunchShortcut* s = find(k, args, n);
-  if (!s || !s->usable) return false;
-  alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];
-  void* params[LaunchShortcut::kMaxArgs];
+  // A kernel usually has one shortcut: its argument types are then checked in the loop below
+  // (a mismatch declines), not in a pass of their own.
+  const LaunchShortcut* s = k.shortcuts.size() == 1 ? k.shortcuts.front().get() : find(k, args, n);
+  if (!s || !s->usable || s->args.size() != n) return false;
+  alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];  // the kernel's parameter space
   int device = -1;
   for (std::size_t i = 0; i < n; ++i) {
     const ShortcutArg& a = s->args[i];
     PyObject* obj = args[i];
+    if (Py_TYPE(obj) != a.type) return decline();
     unsigned char* slot = buffer + a.offset;
-    params[i] = slot;
     switch (a.kind) {
       case Kind::exchange_array: {
         DLTensor t;
@@ -169,7 +170,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
     s->validated_device = &dev;
   }
   launch_profile::mark(launch_profile::validated);
-  launch(f, c, dev, params);
+  launch(f, c, dev, ParamBytes{buffer, s->bytes});
   return true;
 }
 

@@ -72,7 +72,7 @@ ArgValue bytes(const void* p, std::size_t n) {
 // Packs one argument into position `i` and returns the bytes written.
 std::string pack_one(const Signature& sig, std::size_t i, const ArgValue& v, PackResult* where = nullptr) {
   ArgBuffer buf;
-  buf.reset(sig.params.size(), buffer_bytes(sig));
+  buf.reset(sig);
   PackResult local;
   pack_argument("k", sig, i, v, buf, where ? *where : local);
   return std::string(static_cast<const char*>(buf.pointers()[i]), sig.params[i].size);
@@ -120,6 +120,34 @@ TEST_CASE("packing writes each parameter as the kernel declares it") {
   CHECK(as<std::int64_t>(pack_one(sig, 11, integer(1ll << 40))) == (1ll << 40));
 }
 
+TEST_CASE("a whole packing is the kernel's parameter space: each parameter at its offset, used() its end") {
+  const Signature& sig = signature_of(kSource, "k");
+  ArrayView a = device_array("float32", true), b = device_array("float32"), any = device_array("int8");
+  struct { double scale; int n; int pad; } params{2.0, 5, 0};
+  const ArgValue values[12] = {array(a),     array(b),   integer(-7),         integer(200), boolean(true), real(1.5),
+                               real(0.25),   real(2.5),  real(1.0),           bytes(&params, 16), array(any),
+                               integer(1ll << 40)};
+  ArgBuffer buf;
+  buf.reset(sig);
+  PackResult where;
+  for (std::size_t i = 0; i < 12; ++i) pack_argument("k", sig, i, values[i], buf, where);
+  CHECK(buf.param_space());
+  const std::vector<std::size_t> offsets = param_offsets(sig);
+  // The C layout of these types: two pointers, int, uchar, bool, float (at 24), double (at 32), two
+  // 2-byte halves, the 16-byte struct (at 48), a pointer, a long long.
+  CHECK(offsets == std::vector<std::size_t>{0, 8, 16, 20, 21, 24, 32, 40, 42, 48, 64, 72});
+  CHECK(buf.used() == 80);
+  for (std::size_t i = 0; i < 12; ++i) {
+    INFO("parameter " << i);
+    CHECK(static_cast<const unsigned char*>(buf.pointers()[i]) == buf.bytes() + offsets[i]);
+  }
+  CHECK(as<std::int32_t>(std::string(reinterpret_cast<const char*>(buf.bytes()) + 16, 4)) == -7);
+
+  ArgBuffer unchecked;
+  unchecked.reset(std::vector<std::size_t>{8, 4});
+  CHECK_FALSE(unchecked.param_space());  // reached through pointers() only
+}
+
 TEST_CASE("packing refuses what does not fit, naming kernel, argument and reason") {
   const Signature& sig = signature_of(kSource, "k");
   ArrayView f32 = device_array("float32"), f64 = device_array("float64"), ro = device_array("float32", true);
@@ -152,7 +180,7 @@ TEST_CASE("packing refuses host memory and arrays on different devices") {
   CHECK_THROWS_WITH(pack_one(sig, 1, array(host)), Catch::Contains("cpu memory"));
   ArrayView on0 = device_array("float32", false, 0), on1 = device_array("float32", false, 1);
   ArgBuffer buf;
-  buf.reset(sig.params.size(), buffer_bytes(sig));
+  buf.reset(sig);
   PackResult where;
   pack_argument("k", sig, 0, array(on0), buf, where);
   CHECK(where.device == 0);

@@ -72,6 +72,37 @@ def test_every_check_still_fires_after_the_shortcut_is_learnt(gpu):
     torch.testing.assert_close(y, -(2.0 * x + 0.5 * y0))
 
 
+def test_small_ints_are_range_checked_on_the_shortcut_at_every_width(gpu):
+    # Small ints are read in place on the shortcut (CPython's compact ints); each must still be checked
+    # against its parameter's width and signedness, and written whole.
+    torch = need_torch()
+    k = jitbridge.RawKernel(r'''
+extern "C" __global__ void widths(unsigned char u8, short i16, unsigned short u16, int i32, unsigned u32,
+                                  long long i64, long long* out) {
+  out[0] = u8; out[1] = i16; out[2] = u16; out[3] = i32; out[4] = u32; out[5] = i64;
+}''', "widths")
+    out = torch.empty(6, dtype=torch.int64, device="cuda")
+    rng = np.random.default_rng()
+    for call in range(4):
+        values = [int(rng.integers(0, 256)), int(rng.integers(-2 ** 15, 2 ** 15)), int(rng.integers(0, 2 ** 16)),
+                  int(rng.integers(-2 ** 29, 2 ** 29)), int(rng.integers(0, 2 ** 29)), int(rng.integers(-2 ** 29, 2 ** 29))]
+        out.fill_(-7)
+        k(1, 1, (*values, out))
+        assert out.tolist() == values
+    assert kinds(k) == [(True, ("integer",) * 6 + ("exchange_array",))]
+    ok = [255, -2 ** 15, 2 ** 16 - 1, -2 ** 29, 2 ** 30 - 1, -(2 ** 30 - 1)]
+    out.fill_(-7)
+    k(1, 1, (*ok, out))
+    assert out.tolist() == ok
+    for index, bad in [(0, 256), (0, -1), (1, 2 ** 15), (1, -2 ** 15 - 1), (2, -1), (2, 2 ** 16), (4, -5)]:
+        args = list(ok)
+        args[index] = bad
+        out.fill_(-7)
+        with pytest.raises(OverflowError, match=f"argument {index}.*does not fit"):
+            k(1, 1, (*args, out))
+        assert out.tolist() == [-7] * 6  # nothing launched
+
+
 def test_shortcut_follows_the_current_stream_and_waits_for_explicit_ones(gpu):
     torch = need_torch()
     spin = jitbridge.RawKernel(SPIN_COPY, "spin_copy")

@@ -46,19 +46,27 @@ class ArgBuffer {
   ArgBuffer() = default;
   ArgBuffer(const ArgBuffer&) = delete;
   ArgBuffer& operator=(const ArgBuffer&) = delete;
-  // Prepares room for `count` parameters of `total` bytes (offsets come from the signature).
-  void reset(std::size_t count, std::size_t total);
+  // Prepares room for `signature`'s parameters. Packed in order (slot() with each parameter's
+  // size and alignment), the bytes are then the kernel's parameter space: each parameter at its
+  // param_offsets() offset, used() its end (param_space() is true).
+  void reset(const Signature& signature);
+  // Prepares room for parameters of these sizes with no signature (pack_unchecked): the bytes
+  // are reached through pointers() only (param_space() is false).
+  void reset(const std::vector<std::size_t>& sizes);
   // Where parameter i's `size` bytes go, aligned to `align`. Call in parameter order.
   void* slot(std::size_t i, std::size_t size, std::size_t align);
   void** pointers() { return pointers_.data(); }
   std::size_t count() const { return count_; }
   const unsigned char* bytes() const { return storage_.data(); }
   std::size_t used() const { return used_; }
+  bool param_space() const { return param_space_; }
 
  private:
+  void prepare(std::size_t count, std::size_t total, bool param_space);
   std::vector<unsigned char> storage_ = std::vector<unsigned char>(512);
   std::vector<void*> pointers_ = std::vector<void*>(32);
   std::size_t count_ = 0, used_ = 0;
+  bool param_space_ = false;
 };
 
 // The dtype a pointer parameter's pointee type takes ("float" -> float32, "__half" -> float16,
@@ -123,9 +131,6 @@ void pack_argument(std::string_view kernel_name, const Signature& signature, con
 // The same, planning the one parameter on the spot (for tests and one-off use).
 void pack_argument(std::string_view kernel_name, const Signature& signature, std::size_t index,
                    const ArgValue& value, ArgBuffer& out, PackResult& where);
-
-// Bytes an ArgBuffer needs for `signature` (sizes plus worst-case alignment padding).
-std::size_t buffer_bytes(const Signature& signature);
 
 // Where each parameter lies in the kernel's parameter space by the C layout rules (each at the
 // next multiple of its alignment): what cuKernelGetParamInfo must report (Function checks it).

@@ -79,7 +79,7 @@ void launch(const Function& function, const Device& device, const LaunchConfig& 
   thread_local ArgBuffer buffer;
   launch_detail::pack_all(function, slots, sizeof...(Args), device.ordinal(), buffer);
   validate_launch(function, config, device);
-  launch(function, config, device, buffer.pointers());
+  launch(function, config, device, buffer);
 }
 
 }  // namespace jitbridge

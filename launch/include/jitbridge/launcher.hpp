@@ -48,11 +48,24 @@ class LaunchError : public std::runtime_error {
 // the device allows it. Throws LaunchConfigError.
 void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
 
-// Launches `function` with packed `params` on `config.stream`, in `device`'s primary context
-// (pushed for the call when another context, or none, is current, and popped after: the thread's
-// current device is unchanged). Asynchronous: never synchronizes the host. Throws LaunchError.
-// validate_launch must have passed for this (function, config, device).
+// A kernel's parameters as one buffer laid out as its parameter space: each parameter at the
+// offset cuKernelGetParamInfo reports (Function checks param_offsets() against it), `size` the
+// end of the last. Borrowed: read during the launch call only.
+struct ParamBytes {
+  const void* data = nullptr;
+  std::size_t size = 0;  // 0: the kernel takes no parameters
+};
+
+// Launches `function` on `config.stream`, in `device`'s primary context (pushed for the call when
+// another context, or none, is current, and popped after: the thread's current device is
+// unchanged). Asynchronous: never synchronizes the host. Throws LaunchError. validate_launch must
+// have passed for this (function, config, device). The parameters come as the driver's array of
+// pointers (`params`), as one buffer (`bytes`: the driver copies it in one piece, the cheaper
+// form), or as an ArgBuffer (its buffer when param_space(), else its pointers). All are read
+// during the call only.
 void launch(const Function& function, const LaunchConfig& config, const Device& device, void** params);
+void launch(const Function& function, const LaunchConfig& config, const Device& device, ParamBytes bytes);
+void launch(const Function& function, const LaunchConfig& config, const Device& device, ArgBuffer& packed);
 
 // The kernel launched last on device `ordinal` (for fault reports); "" if none.
 const char* last_launched_kernel(int ordinal);
