@@ -289,19 +289,21 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
   PreparedLaunch p;
   p.function = f->function_for(dev);
   p.config = config;
-  std::vector<std::size_t> at;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : f->param_sizes()[i];
-    at.push_back(p.storage.size());
-    p.storage.resize(p.storage.size() + (size + 15) / 16 * 2);
-    std::memcpy(p.storage.data() + at.back(), s.packed.pointers()[i], size);
+  // The parameter space: each parameter's packed bytes at its offset (the signature's layout, which
+  // Function checked against the driver; the driver's own for kernels without one). The pointer
+  // form points into it.
+  std::vector<std::size_t> sizes;
+  if (k.info && k.info->signature) {
+    p.offsets = param_offsets(*k.info->signature);
+    for (const Param& param : k.info->signature->params) sizes.push_back(param.size);
+  } else {
+    p.offsets = f->param_offsets();
+    sizes = f->param_sizes();
   }
-  for (std::size_t off : at) p.params.push_back(p.storage.data() + off);
-  if (s.packed.param_space()) {
-    p.space.assign(s.packed.bytes(), s.packed.bytes() + s.packed.used());
-    for (std::size_t i = 0; i < n; ++i)
-      p.offsets.push_back(static_cast<std::size_t>(static_cast<const unsigned char*>(s.packed.pointers()[i]) -
-                                                   s.packed.bytes()));
+  p.space.resize(n ? p.offsets.back() + sizes.back() : 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(p.space.data() + p.offsets[i], s.packed.pointers()[i], sizes[i]);
+    p.params.push_back(p.space.data() + p.offsets[i]);
   }
   p.keepalive = args;
   for (std::size_t i = 0; i < n; ++i) {
@@ -320,7 +322,7 @@ void PreparedLaunch::launch_exchanging(PyObject* const* args, std::size_t n) con
   void* addresses[kMax];
   void* local[kMax];
   alignas(16) unsigned char bytes[kMaxBytes];
-  const bool buffer = !space.empty() && space.size() <= kMaxBytes;
+  const bool buffer = !space.empty() && space.size() <= kMaxBytes;  // else as pointers
   if (buffer) std::memcpy(bytes, space.data(), space.size());
   CUstream stream = config.stream;
   bool asked = false;

@@ -78,15 +78,14 @@ double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple ar
 struct PreparedLaunch {
   CUfunction function = nullptr;
   LaunchConfig config;
-  std::vector<std::uint64_t> storage;  // each parameter's bytes, 16-byte aligned
-  std::vector<void*> params;           // into storage: the array-of-pointers form
-  std::vector<unsigned char> space;    // the kernel's parameter space (the buffer form); empty: no signature
+  std::vector<unsigned char> space;    // the kernel's parameter space (the buffer form); empty: no parameters
   std::vector<std::size_t> offsets;    // each parameter's offset in `space`
+  std::vector<void*> params;           // into space, at offsets: the array-of-pointers form
   py::object keepalive;
   std::vector<PyTypeObject*> types;                // each prepared argument's type (borrowed: keepalive holds them)
   std::vector<const DLPackExchangeAPI*> exchange;  // per argument: its type's exchange API, or nullptr
-  // One launch with the prepared parameters, as one buffer when there is a parameter space and
-  // `buffer_form`, else as pointers. Throws DriverError.
+  // One launch with the prepared parameters, as one buffer (`buffer_form`) or as pointers. Throws
+  // DriverError.
   void launch(bool buffer_form = true) const;
   // Reads the address of each argument whose type has the DLPack exchange API (no checks) and the
   // framework's current stream on the first one's device, then launches with the other arguments
