@@ -195,13 +195,14 @@ def _parser(prog):
     return parser
 
 
-def _join_option_values(argv):
-    """``--option -std=c++17`` -> ``--option=-std=c++17``: argparse would take the value for a flag."""
+def _join_option_values(argv, flags=("--option",)):
+    """``--option -std=c++17`` -> ``--option=-std=c++17`` for each flag in ``flags``: argparse would take a value
+    starting with '-' for a flag."""
     out = []
     i = 0
     while i < len(argv):
-        if argv[i] == "--option" and i + 1 < len(argv):
-            out.append(f"--option={argv[i + 1]}")
+        if argv[i] in flags and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
             i += 2
         else:
             out.append(argv[i])

@@ -17,6 +17,8 @@ import argparse
 import shlex
 import time
 
+from .cli import _join_option_values
+
 __all__ = ["cuda_kernel_magic", "load_ipython_extension", "MagicArgumentError"]
 
 _TAKES_VALUE = ("-O", "--option", "--arch", "--name-expression", "--as")
@@ -51,16 +53,7 @@ def _tokens(line):
         words = shlex.split(line)
     except ValueError as e:
         raise MagicArgumentError(f"%%cuda_kernel: cannot split the line {line!r}: {e}") from None
-    out, i = [], 0
-    while i < len(words):
-        w = words[i]
-        if w in _TAKES_VALUE and i + 1 < len(words):
-            out.append(f"{w}={words[i + 1]}")
-            i += 2
-        else:
-            out.append(w)
-            i += 1
-    return out
+    return _join_option_values(words, _TAKES_VALUE)
 
 
 def cuda_kernel_magic(line, cell, namespace):
