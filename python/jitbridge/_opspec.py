@@ -221,12 +221,12 @@ class _Rule:
 class _LaunchPlan:
     """A Launch bound to a phase's names: kernel per dtype key, getters for each argument and the configuration."""
 
-    __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem", "label")
+    __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem")
 
-    def __init__(self, launch, getters, grid, block, shared_mem, label):
+    def __init__(self, launch, getters, grid, block, shared_mem):
         self.kernels = launch.kernels
         self.single = launch.kernels.get(None)
-        self.getters, self.grid, self.block, self.shared_mem, self.label = getters, grid, block, shared_mem, label
+        self.getters, self.grid, self.block, self.shared_mem = getters, grid, block, shared_mem
 
     def run(self, env, key):
         """Launches with the tensors and scalars in ``env`` (on the arrays' framework's current stream), choosing
@@ -267,9 +267,8 @@ class Phase:
         for i, launch in enumerate(launches, 1):
             self.launches.append(self._plan(i, launch, used))
         self.scratch = [self._rule(n, r, f"scratch {n!r}") for n, r in scratch.items() if n in used]
-        self.check = check
-        if check is not None:
-            self.check_getter = self._getter(check, "check", set(self.arg_names))
+        # env -> check(...) with the names it asks for; None without a check.
+        self.check_getter = self._getter(check, "check", set(self.arg_names)) if check is not None else None
         key_sets = {tuple(sorted(l.kernels)) for l in launches if l.keyed}
         if len(key_sets) > 1:
             raise self._error("the kernel dicts of its launches cover different dtypes: "
@@ -366,7 +365,7 @@ class Phase:
                 getters.append(lambda env, value=arg: value)
             elif callable(arg):
                 getters.append(self._getter(arg, where, self._known))
-                used.update(n for n in self._known if n in _names_asked(arg))
+                self._note_used(arg, used)
             else:
                 raise self._error(f"{where} is {arg!r}: use a tensor or scalar name, a number, or a callable")
         configs = []
@@ -374,12 +373,17 @@ class Phase:
             value = getattr(launch, what)
             if callable(value):
                 configs.append(self._getter(value, f"{label}: {what}=", self._known))
-                used.update(n for n in self._known if n in _names_asked(value))
+                self._note_used(value, used)
             else:
                 configs.append(value)
         for key, kernel in launch.kernels.items():
             self._check_signature(launch, key, kernel, label)
-        return _LaunchPlan(launch, tuple(getters), *configs, label)
+        return _LaunchPlan(launch, tuple(getters), *configs)
+
+    def _note_used(self, fn, used):
+        """Adds to ``used`` the phase's names that callable ``fn`` asks for (its signature read once)."""
+        asked = _names_asked(fn)
+        used.update(n for n in self._known if n in asked)
 
     def _arg_description(self, arg):
         if isinstance(arg, str):

@@ -89,7 +89,7 @@ def _phase_runner(phase, contiguous, torch, *, fake):
     allowed, keyed = phase.allowed, phase.keyed
     required = {key: tuple((n, dtypes[d]) for n, d in table.items() if d is not None and n != dispatch and d in dtypes)
                 for key, table in phase.required.items()}
-    check = phase.check_getter if phase.check is not None else None
+    check = phase.check_getter
     outputs = [(rule.name, _allocator(rule, torch, dtypes, contiguous and not fake)) for rule in phase.outputs]
     scratch = [(rule.name, _allocator(rule, torch, dtypes, contiguous and not fake)) for rule in phase.scratch]
     launches = phase.launches
