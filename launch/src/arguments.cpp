@@ -78,7 +78,7 @@ bool tensor_view_type(std::string_view type, std::string& element, int& rank, bo
 
 void check_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a, const ParamPlan& plan,
                  PackResult& where) {
-  if (a.device.device_type != kDLCUDA && a.device.device_type != kDLCUDAManaged)
+  if (!is_cuda(a.device))
     fail(ArgumentError::Kind::value, kernel, index, p,
          fmt::format("got an array in {} memory; kernels need device memory (cuda)", device_name(a.device)));
   if (where.device >= 0 && a.device.device_id != where.device)

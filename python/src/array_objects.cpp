@@ -13,8 +13,6 @@ namespace jitbridge::python {
 
 namespace {
 
-bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
-
 std::string view_repr(const ArrayViewObject& v) {
   return fmt::format("jitbridge.ArrayView(ptr={:#x}, shape={}, strides={}, dtype='{}', device='{}'{})",
                      reinterpret_cast<std::uintptr_t>(v.view.ptr()), dims_text(v.view.shape),

@@ -51,6 +51,12 @@ std::int64_t int_item(PyObject* v, const char* arg, const char* what);
 void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what);
 // The device of CUDA memory known only by its address (0 with one GPU; else the driver says).
 int cai_device(std::uintptr_t ptr, const char* arg);
+// An array described by CAI fields (address, shape, byte strides or NULL for C order, dtype) into
+// `view`, its device found from the address (cai_device); then, when it is not empty, `producer`
+// ordered before `consumer`. Throws InteropError and ValueError naming `arg`.
+void fill_cai_view(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
+                   const std::int64_t* strides_bytes, DLDataType dtype, CUstream producer, CUstream consumer,
+                   ArrayView& view, const char* arg);
 
 // A Python int as an address or handle into `out`: false when it is negative; throws
 // py::value_error naming `arg` when it does not fit 64 bits.

@@ -129,10 +129,8 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
     py::object owned = py::reinterpret_steal<py::object>(as_int);
     producer = stream_from_int(address_of(as_int, arg, "stream"));
   }
-  fill_from_cai(ptr, false, layout.shape.data(), layout.shape.size(), layout.strides.data(), layout.dtype,
-                {kDLCUDA, 0}, view, arg);
-  view.device.device_id = cai_device(ptr, arg);
-  if (view.size() != 0 && producer != consumer) stream_wait(view.device.device_id, consumer, producer);
+  fill_cai_view(ptr, false, layout.shape.data(), layout.shape.size(), layout.strides.data(), layout.dtype, producer,
+                consumer, view, arg);
 }
 
 // A Python int > 0 (an address) into `out`; false otherwise, with no error set.

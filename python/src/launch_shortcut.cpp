@@ -41,7 +41,7 @@ const LaunchShortcut* find(const KernelObject& k, PyObject* const* args, std::si
 // An array for a pointer parameter: device memory, on the launch's one device, of a dtype the
 // pointee takes (pack_argument's rules; the arrays the shortcut reads are never read-only).
 bool accept_array(const ShortcutArg& a, DLDevice where, DLDataType dtype, int& device) {
-  if (where.device_type != kDLCUDA && where.device_type != kDLCUDAManaged) return false;
+  if (!is_cuda(where)) return false;
   if (device < 0) device = where.device_id;
   else if (where.device_id != device) return false;
   return pointee_accepts(a.any_dtype, a.char_like, a.dtype, dtype);

@@ -12,8 +12,6 @@
 namespace jitbridge::python {
 namespace {
 
-bool is_cuda(DLDevice d) { return d.device_type == kDLCUDA || d.device_type == kDLCUDAManaged; }
-
 py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle max_version, py::handle dl_device,
                          py::handle copy) {
   const DeviceTensor& t = self.tensor;

@@ -44,6 +44,8 @@ DLDataType dtype_from_typestr(std::string_view typestr, std::string_view arg);
 std::string typestr_of(DLDataType dtype);
 
 std::string device_name(DLDevice device);  // "cuda:0", "cpu"
+// Memory a CUDA kernel can address: device memory or managed memory.
+inline bool is_cuda(DLDevice device) { return device.device_type == kDLCUDA || device.device_type == kDLCUDAManaged; }
 
 // ---- dims --------------------------------------------------------------------------------
 // shape/strides storage: inline up to 8 dimensions, so views of ordinary arrays never allocate.
