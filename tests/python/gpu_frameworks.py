@@ -16,7 +16,9 @@ MADE_UP_ADDRESSES = pytest.mark.skipif(len(jitbridge.driver_info()["devices"]) >
                                               "which one an address is on")
 
 N = 1 << 22
-SPIN_CYCLES = 400_000_000  # ~0.2 s at 2 GHz: long enough that a consumer's work is queued behind it
+# ~0.2 s at 2 GHz: long enough that a consumer's work is queued behind it. Under compute-sanitizer the host side
+# runs many times slower, so scripts/gpu-sanitize scales it (JITBRIDGE_TEST_SPIN_SCALE).
+SPIN_CYCLES = 400_000_000 * int(os.environ.get("JITBRIDGE_TEST_SPIN_SCALE", "1"))
 
 SPIN_COPY = r"""
 extern "C" __global__ void spin_copy(float* out, const float* src, long long cycles, int n) {

@@ -1,4 +1,5 @@
-"""RawKernel / RawModule on the GPU: every framework, streams, CUDA graphs, launch options, limits, faults, examples.
+"""RawKernel / RawModule on the GPU: every framework, streams, CUDA graphs, launch options, limits, examples.
+Faults and lifetimes: test_lifetime_gpu.py.
 
 Inputs are fresh random data, outputs are poisoned before each launch and compared with a reference."""
 import os
@@ -77,6 +78,9 @@ def test_cupy_arrays_on_cupy_current_stream(gpu, saxpy):
     x = cp.random.standard_normal(n, dtype=cp.float32)
     y = cp.random.standard_normal(n, dtype=cp.float32)
     expected = 2.0 * x + y
+    # x, y and expected are computed on the legacy stream, which a non-blocking stream does not wait for: without
+    # this sync the launch below raced them (seen under compute-sanitizer, where timings shift).
+    cp.cuda.Device().synchronize()
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         saxpy((n + 127) // 128, 128, (2.0, x, y, n))
@@ -283,28 +287,6 @@ extern "C" __global__ void bump() { atomicAdd(&counter, 1); }''')
     assert counter.item() == 256
     with pytest.raises(KeyError, match="no __device__ or __constant__ variable 'nope'"):
         m.get_global("nope")
-
-
-def test_kernel_fault_is_a_launch_error_naming_the_kernel(gpu, tmp_path):
-    # In a child process: after a fault the device's context is unusable for the rest of the process.
-    code = r'''
-import jitbridge, torch
-bad = jitbridge.RawKernel('extern "C" __global__ void wild_write(int* p) { p[1ll << 40] = 1; }', "wild_write")
-ok = jitbridge.RawKernel('extern "C" __global__ void fine(int* p) { p[0] = 1; }', "fine")
-x = torch.zeros(4, dtype=torch.int32, device="cuda")
-bad(1, 1, (x,))
-try:
-    jitbridge.synchronize()
-except jitbridge.LaunchError as e:
-    print("SYNC", e)
-try:
-    ok(1, 1, (x,))
-except jitbridge.LaunchError as e:
-    print("LAUNCH", e)
-'''
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "SYNC" in out.stdout and "wild_write" in out.stdout, out.stdout + out.stderr
-    assert "restart the process" in out.stdout
 
 
 @pytest.mark.parametrize("example", sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py")))
