@@ -2,37 +2,118 @@
 #include <fmt/format.h>
 
 #include "jitbridge/array.hpp"
+#include "jitbridge/checked.hpp"
 
 namespace jitbridge {
 namespace {
 
 [[noreturn]] void fail(InteropError::Kind kind, std::string_view arg, const std::string& what) {
+  if (arg.empty()) throw InteropError(kind, what);
   throw InteropError(kind, fmt::format("{}: {}", arg, what));
 }
 
-// Element count and byte extent must fit int64: a view whose addresses overflow is refused.
-void check_extent(const ArrayView& v, std::string_view arg) {
-  const std::int64_t item = static_cast<std::int64_t>(itemsize(v.dtype) ? itemsize(v.dtype) : 1);
-  std::int64_t count = 1;
-  for (std::size_t i = 0; i < v.shape.size(); ++i) {
-    if (v.shape[i] < 0) fail(InteropError::Kind::value, arg, fmt::format("shape[{}] is negative ({})", i, v.shape[i]));
-    if (__builtin_mul_overflow(count, v.shape[i], &count))
-      fail(InteropError::Kind::overflow, arg, "the element count overflows int64");
+constexpr const char* kNullData = "data is NULL but the array is not empty";
+
+// Bytes per element for extents (validate_view's `item`): itemsize(), or 1 per element for sub-byte
+// dtypes. bits <= 255 and lanes <= 65535, so this cannot overflow.
+std::int64_t extent_item(DLDataType d) { return (std::int64_t{d.bits} * d.lanes + 7) / 8; }
+
+// Rule 1.
+void check_dtype(DLDataType d, std::string_view arg) {
+  if (d.lanes == 0) fail(InteropError::Kind::value, arg, "dtype has 0 lanes");
+  if (d.bits == 0) fail(InteropError::Kind::value, arg, "dtype has 0 bits");
+}
+
+// Rule 2's bound, checked before anything is allocated for the dimensions.
+void check_ndim(std::size_t ndim, std::string_view arg) {
+  if (ndim > kMaxNdim)
+    fail(InteropError::Kind::value, arg, fmt::format("ndim is {}; at most {} dimensions are supported", ndim, kMaxNdim));
+}
+
+// Rules 2 (extents) and 3, for `shape` of a view of `dtype` (rule 1 holds).
+void check_shape(const Dims& shape, DLDataType dtype, std::string_view arg) {
+  std::int64_t bound = extent_item(dtype);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) fail(InteropError::Kind::value, arg, fmt::format("shape[{}] is negative ({})", i, shape[i]));
+    if (shape[i] != 0 && !checked::mul(bound, shape[i], bound))
+      fail(InteropError::Kind::overflow, arg,
+           "the array is too big: its size in bytes (itemsize times the non-zero extents) overflows int64");
   }
-  if (count == 0) return;
-  std::int64_t span = 0;  // furthest element from the first, in elements
+}
+
+// Rules 4 and 5 (rules 1 to 3 hold). `null_message` says what a NULL pointer is called.
+void check_layout(const ArrayView& v, std::string_view arg, const char* null_message) {
+  if (v.strides.size() != v.shape.size())
+    fail(InteropError::Kind::value, arg,
+         fmt::format("strides has {} entries for {} dimensions", v.strides.size(), v.shape.size()));
+  std::uintptr_t first = 0;
+  if (!checked::add(reinterpret_cast<std::uintptr_t>(v.data), v.byte_offset, first))
+    fail(InteropError::Kind::overflow, arg,
+         fmt::format("data + byte_offset ({:#x} + {}) wraps around the address space",
+                     reinterpret_cast<std::uintptr_t>(v.data), v.byte_offset));
+  for (std::size_t i = 0; i < v.shape.size(); ++i)
+    if (v.shape[i] == 0) return;  // empty: no element is addressed, whatever the strides
+  if (!v.data) fail(InteropError::Kind::value, arg, null_message);
+  const std::int64_t item = extent_item(v.dtype);
+  std::int64_t lo = 0, hi = 0;  // furthest elements below and above element 0, in elements
   for (std::size_t i = 0; i < v.shape.size(); ++i) {
-    std::int64_t stride = v.strides[i], reach = 0;
-    if (stride == INT64_MIN || __builtin_mul_overflow(v.shape[i] - 1, stride < 0 ? -stride : stride, &reach) ||
-        __builtin_add_overflow(span, reach, &span))
-      fail(InteropError::Kind::overflow, arg, "shape and strides reach beyond int64");
+    std::int64_t bytes = 0, reach = 0;
+    if (!checked::mul(v.strides[i], item, bytes))
+      fail(InteropError::Kind::overflow, arg,
+           fmt::format("strides[{}] = {} elements of {} bytes overflows int64 bytes", i, v.strides[i], item));
+    if (!checked::mul(v.shape[i] - 1, v.strides[i], reach) ||
+        !(reach < 0 ? checked::add(lo, reach, lo) : checked::add(hi, reach, hi)))
+      fail(InteropError::Kind::overflow, arg, "the offsets that shape and strides reach overflow int64");
   }
-  std::int64_t bytes = 0;
-  if (__builtin_mul_overflow(span + 1, item, &bytes))
-    fail(InteropError::Kind::overflow, arg, "shape and strides reach beyond int64 bytes");
+  std::int64_t extent = 0;
+  if (!checked::sub(hi, lo, extent) || !checked::add(extent, 1, extent) || !checked::mul(extent, item, extent))
+    fail(InteropError::Kind::overflow, arg, "the byte extent of shape and strides overflows int64");
+  std::uintptr_t lowest = 0, last = 0;  // the first and last byte touched (lo * item and so on fit: see extent)
+  if (!checked::add(first, lo * item, lowest) || !checked::add(first, (hi + 1) * item - 1, last))
+    fail(InteropError::Kind::overflow, arg,
+         fmt::format("the bytes the array spans from {:#x} wrap around the address space", first));
+}
+
+// view.shape and view.strides from the producer's arrays, validated (rules 1 to 5). `strides` NULL
+// means C-contiguous; `strides_bytes` says they are in bytes (CAI) rather than elements (DLPack).
+void fill_layout(ArrayView& v, const std::int64_t* shape, std::size_t ndim, const std::int64_t* strides,
+                 bool strides_bytes, std::string_view arg, const char* null_message) {
+  check_dtype(v.dtype, arg);
+  check_ndim(ndim, arg);
+  v.shape.assign(shape, ndim);
+  check_shape(v.shape, v.dtype, arg);
+  if (!strides) {
+    v.strides = contiguous_strides(v.shape);
+  } else if (!strides_bytes) {
+    v.strides.assign(strides, ndim);
+  } else {
+    const std::int64_t item = static_cast<std::int64_t>(itemsize(v.dtype));
+    if (item == 0)
+      fail(InteropError::Kind::value, arg,
+           fmt::format("strides in bytes need a dtype of whole bytes, not {}", dtype_name(v.dtype)));
+    v.strides.resize(ndim);
+    for (std::size_t i = 0; i < ndim; ++i) {
+      if (strides[i] % item != 0)
+        fail(InteropError::Kind::value, arg,
+             fmt::format("strides[{}] = {} bytes is not a multiple of the item size {}", i, strides[i], item));
+      v.strides[i] = strides[i] / item;
+    }
+  }
+  check_layout(v, arg, null_message);
 }
 
 }  // namespace
+
+void validate_shape(const Dims& shape, DLDataType dtype, std::string_view arg) {
+  check_dtype(dtype, arg);
+  check_ndim(shape.size(), arg);
+  check_shape(shape, dtype, arg);
+}
+
+void validate_view(const ArrayView& v, std::string_view arg) {
+  validate_shape(v.shape, v.dtype, arg);
+  check_layout(v, arg, kNullData);
+}
 
 void Dims::assign(const std::int64_t* values, std::size_t n) {
   resize(n);
@@ -47,16 +128,25 @@ void Dims::resize(std::size_t n) {
 
 std::int64_t ArrayView::size() const {
   std::int64_t n = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) n *= shape[i];
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (!checked::mul(n, shape[i], n)) fail(InteropError::Kind::overflow, "", "the element count overflows int64");
   return n;
 }
 
-bool ArrayView::is_c_contiguous() const {
+std::int64_t ArrayView::nbytes() const {
+  std::int64_t n = 0;
+  if (!checked::mul(size(), itemsize(dtype), n))
+    fail(InteropError::Kind::overflow, "", "the size in bytes (nbytes) overflows int64");
+  return n;
+}
+
+bool ArrayView::is_c_contiguous() const noexcept {
+  if (strides.size() != shape.size()) return false;
   std::int64_t expected = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     if (shape[i] == 0) return true;
     if (shape[i] != 1 && strides[i] != expected) return false;
-    expected *= shape[i];
+    if (!checked::mul(expected, shape[i], expected)) return false;
   }
   return true;
 }
@@ -67,7 +157,8 @@ Dims contiguous_strides(const Dims& shape) {
   std::int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     s[i] = step;
-    step *= shape[i] > 0 ? shape[i] : 1;
+    if (i > 0 && shape[i] > 1 && !checked::mul(step, shape[i], step))
+      fail(InteropError::Kind::overflow, "", "the C-contiguous strides of the shape overflow int64");
   }
   return s;
 }
@@ -81,12 +172,7 @@ void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& v, std::str
   v.device = t.device;
   v.dtype = t.dtype;
   v.readonly = readonly;
-  v.shape.assign(t.shape, static_cast<std::size_t>(t.ndim));
-  if (t.strides) v.strides.assign(t.strides, static_cast<std::size_t>(t.ndim));
-  else v.strides = contiguous_strides(v.shape);
-  if (v.dtype.lanes == 0) fail(InteropError::Kind::value, arg, "dtype has 0 lanes");
-  check_extent(v, arg);
-  if (!v.data && v.size() != 0) fail(InteropError::Kind::value, arg, "data is NULL but the array is not empty");
+  fill_layout(v, t.shape, static_cast<std::size_t>(t.ndim), t.strides, false, arg, kNullData);
 }
 
 ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner, std::string_view arg) {
@@ -105,21 +191,7 @@ void fill_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape,
   v.byte_offset = 0;
   v.device = device;
   v.readonly = readonly;
-  v.shape.assign(shape, ndim);
-  if (strides_bytes) {
-    const std::int64_t item = static_cast<std::int64_t>(itemsize(v.dtype));
-    v.strides.resize(ndim);
-    for (std::size_t i = 0; i < ndim; ++i) {
-      if (strides_bytes[i] % item != 0)
-        fail(InteropError::Kind::value, arg,
-             fmt::format("strides[{}] = {} bytes is not a multiple of the item size {}", i, strides_bytes[i], item));
-      v.strides[i] = strides_bytes[i] / item;
-    }
-  } else {
-    v.strides = contiguous_strides(v.shape);
-  }
-  check_extent(v, arg);
-  if (ptr == 0 && v.size() != 0) fail(InteropError::Kind::value, arg, "data pointer is 0 but the array is not empty");
+  fill_layout(v, shape, ndim, strides_bytes, true, arg, "data pointer is 0 but the array is not empty");
 }
 
 ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,

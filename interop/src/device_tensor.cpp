@@ -9,25 +9,19 @@
 namespace jitbridge {
 
 DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device, CUstream stream) {
-  const std::int64_t item = static_cast<std::int64_t>(itemsize(dtype));
-  if (item == 0)
+  if (itemsize(dtype) == 0)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("dtype {} has no whole-byte item size", dtype_name(dtype)));
-  std::int64_t bytes = item;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
-      throw InteropError(InteropError::Kind::value, fmt::format("shape[{}] is negative ({})", i, shape[i]));
-    if (__builtin_mul_overflow(bytes, shape[i], &bytes))
-      throw InteropError(InteropError::Kind::overflow, "the array's size in bytes overflows int64");
-  }
+  validate_shape(shape, dtype, "");  // from here on the sizes below cannot overflow
   DeviceTensor t;
-  t.buffer_ = DeviceBuffer::allocate(device, static_cast<std::size_t>(bytes), stream);
-  t.view_.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.buffer_->ptr()));
   t.view_.device = {kDLCUDA, device};
   t.view_.dtype = dtype;
   t.view_.shape = shape;
   t.view_.strides = contiguous_strides(shape);
+  t.buffer_ = DeviceBuffer::allocate(device, static_cast<std::size_t>(t.view_.nbytes()), stream);
+  t.view_.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.buffer_->ptr()));
   t.view_.owner = t.buffer_;
+  validate_view(t.view_, "");  // the driver's address and the size do not wrap
   return t;
 }
 

@@ -163,3 +163,144 @@ TEST_CASE("Dims keeps many dimensions") {
   CHECK(copy.to_vector() == big);
   CHECK(contiguous_strides(d)[0] == 2048);
 }
+
+// ---- validity at the int64 and address-space limits (validate_view's rules) -------------------
+
+namespace {
+
+// A DLTensor over caller-owned shape/strides; data is a made-up address (views never read it).
+struct Raw {
+  std::vector<std::int64_t> shape, strides;
+  DLTensor t{};
+  Raw(std::vector<std::int64_t> s, std::vector<std::int64_t> st, const char* dtype = "int8",
+      std::uintptr_t data = 0x1000, std::uint64_t byte_offset = 0)
+      : shape(std::move(s)), strides(std::move(st)) {
+    t.data = reinterpret_cast<void*>(data);
+    t.device = {kDLCUDA, 0};
+    t.ndim = static_cast<std::int32_t>(shape.size());
+    t.dtype = *dtype_from_name(dtype);
+    t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
+    t.byte_offset = byte_offset;
+  }
+  ArrayView view() const { return view_from_dltensor(t, false, nullptr, "arg"); }
+};
+
+// The InteropError kind and message of building `r`'s view, or "accepted".
+std::string refusal(const Raw& r) {
+  try {
+    r.view();
+  } catch (const InteropError& e) {
+    const char* kinds[] = {"type", "value", "buffer", "overflow"};
+    return std::string(kinds[static_cast<int>(e.kind())]) + ": " + e.what();
+  }
+  return "accepted";
+}
+
+constexpr std::int64_t kMax = INT64_MAX;
+constexpr std::int64_t kMin = INT64_MIN;
+
+}  // namespace
+
+TEST_CASE("views at int64 limits: strides whose extent overflows are refused, naming the quantity") {
+  // from_ptr(0x1000, (2,), "int8", strides=(2**63-1,)): span + 1 used to overflow and pass.
+  CHECK_THAT(refusal(Raw({2}, {kMax})), Catch::StartsWith("overflow: arg: the byte extent"));
+  CHECK_THAT(refusal(Raw({2}, {kMin})), Catch::StartsWith("overflow: arg: the byte extent"));
+  CHECK_THAT(refusal(Raw({3}, {kMax / 2 + 1})), Catch::StartsWith("overflow: arg: the offsets"));
+  CHECK_THAT(refusal(Raw({2, 2}, {kMax / 2, kMax / 2}, "int16")), Catch::StartsWith("overflow: arg: the byte extent"));
+  CHECK_THAT(refusal(Raw({2, 2}, {kMax / 2, -(kMax / 2)}, "int16")), Catch::StartsWith("overflow: arg: the byte extent"));
+  // Element strides whose byte value overflows, even on a dimension of 1.
+  CHECK_THAT(refusal(Raw({1}, {kMax / 2}, "float32")), Catch::Contains("strides[0]") && Catch::Contains("overflows"));
+  // Just inside the limits: accepted (addresses permitting).
+  CHECK(refusal(Raw({2}, {kMax / 4}, "int8", 0x1000)) == "accepted");
+  CHECK(refusal(Raw({1}, {kMax}, "int8")) == "accepted");  // never stepped over
+}
+
+TEST_CASE("views at int64 limits: element counts and contiguous strides are checked before they are computed") {
+  // NULL strides: the C-contiguous strides of these used to overflow before any check.
+  CHECK_THAT(refusal(Raw({1ll << 32, 1ll << 32}, {}, "float32")), Catch::StartsWith("overflow: arg: the array is too big"));
+  CHECK_THAT(refusal(Raw({1ll << 62, 2}, {}, "int8")), Catch::StartsWith("overflow: arg: the array is too big"));
+  // Stride-0 (broadcast) views: nbytes must fit, so a broadcast of 2**62 int64 elements is too big...
+  CHECK_THAT(refusal(Raw({1ll << 62}, {0}, "int64")), Catch::StartsWith("overflow: arg: the array is too big"));
+  // ...while 2**40 float32 elements over one are fine, and measure without overflow.
+  ArrayView b = Raw({1ll << 40}, {0}, "float32").view();
+  CHECK(b.size() == (1ll << 40));
+  CHECK(b.nbytes() == (1ll << 42));
+  CHECK_FALSE(b.is_c_contiguous());
+  CHECK(contiguous_strides(b.shape)[0] == 1);
+  CHECK_THROWS_AS(contiguous_strides(Dims(std::vector<std::int64_t>{1ll << 40, 1ll << 40, 1ll << 40}.data(), 3)),
+                  InteropError);
+}
+
+TEST_CASE("views at int64 limits: zero-size arrays are valid whatever the strides") {
+  for (std::int64_t s : {kMin, kMin + 1, std::int64_t{-1}, std::int64_t{0}, kMax}) {
+    CHECK(refusal(Raw({0}, {s})) == "accepted");
+    CHECK(refusal(Raw({3, 0, 5}, {s, s, kMax}, "complex128")) == "accepted");
+  }
+  Raw null_empty({4, 0}, {kMax, kMin}, "float64", 0);
+  ArrayView e = null_empty.view();
+  CHECK(e.size() == 0);
+  CHECK(e.nbytes() == 0);
+  CHECK(e.is_c_contiguous());
+  // The size rule still holds for their other extents (NumPy's "array is too big").
+  CHECK_THAT(refusal(Raw({0, 1ll << 40, 1ll << 40}, {}, "int8")), Catch::StartsWith("overflow: arg: the array is too big"));
+}
+
+TEST_CASE("views at int64 limits: data + byte_offset and the spanned bytes never wrap the address space") {
+  const std::uintptr_t top = UINTPTR_MAX - 0xfff;
+  CHECK_THAT(refusal(Raw({2}, {}, "int8", top, 0x2000)), Catch::StartsWith("overflow: arg: data + byte_offset"));
+  CHECK_THAT(refusal(Raw({0}, {}, "int8", top, 0x2000)), Catch::StartsWith("overflow: arg: data + byte_offset"));
+  CHECK_THAT(refusal(Raw({0}, {}, "int8", 0, UINT64_MAX)) , Catch::StartsWith("accepted"));  // NULL + offset, empty
+  CHECK_THAT(refusal(Raw({0x2000}, {}, "int8", top)), Catch::Contains("wrap around the address space"));
+  CHECK(refusal(Raw({0x1000}, {}, "int8", top)) == "accepted");  // ends exactly at the top
+  CHECK_THAT(refusal(Raw({4}, {-8}, "float32", 0x10)), Catch::Contains("wrap around the address space"));
+  CHECK(refusal(Raw({4}, {-1}, "float32", 0x10)) == "accepted");  // lowest byte at address 4
+  // ptr() of a NULL base with an offset is plain integer arithmetic.
+  Raw offset_only({0}, {}, "int8", 0, 16);
+  CHECK(reinterpret_cast<std::uintptr_t>(offset_only.view().ptr()) == 16);
+}
+
+TEST_CASE("views: dimension count and dtype are refused before anything is read or allocated") {
+  Raw many({2, 2}, {});
+  many.t.ndim = INT32_MAX;  // shape has 2 entries: reading or allocating ndim of them would crash
+  CHECK_THAT(refusal(many), Catch::StartsWith("value: arg: ndim is 2147483647; at most 64"));
+  std::vector<std::int64_t> ones(kMaxNdim, 1);
+  CHECK(refusal(Raw(ones, {})) == "accepted");
+  ones.push_back(1);
+  CHECK_THAT(refusal(Raw(ones, {})), Catch::Contains("at most 64 dimensions"));
+  Raw no_bits({2}, {});
+  no_bits.t.dtype = DLDataType{kDLInt, 0, 1};
+  CHECK_THAT(refusal(no_bits), Catch::StartsWith("value: arg: dtype has 0 bits"));
+  Raw sub_byte({3}, {});
+  sub_byte.t.dtype = DLDataType{kDLInt, 4, 1};
+  CHECK(refusal(sub_byte) == "accepted");  // extents bounded at one byte per element
+  // CAI byte strides of a sub-byte dtype used to divide by its item size, 0.
+  ArrayView v;
+  const std::int64_t shape[1] = {4}, strides[1] = {1};
+  CHECK_THROWS_WITH(fill_from_cai(0x1000, false, shape, 1, strides, DLDataType{kDLInt, 4, 1}, {kDLCUDA, 0}, v, "c"),
+                    Catch::Contains("c: strides in bytes need a dtype of whole bytes"));
+  const std::int64_t huge[1] = {kMin};
+  CHECK_THROWS_AS(fill_from_cai(0x1000, false, shape, 1, huge, *dtype_from_name("int8"), {kDLCUDA, 0}, v, "c"),
+                  InteropError);
+}
+
+TEST_CASE("validate_view decides for hand-built views; measuring an unchecked one throws instead of overflowing") {
+  ArrayView v;
+  v.data = reinterpret_cast<void*>(0x1000);
+  v.dtype = *dtype_from_name("float32");
+  v.shape = Dims(std::vector<std::int64_t>{1ll << 40, 1ll << 40}.data(), 2);
+  v.strides = Dims(std::vector<std::int64_t>{1, 1}.data(), 2);
+  CHECK_THROWS_WITH(validate_view(v, "hand"), Catch::StartsWith("hand: the array is too big"));
+  CHECK_THROWS_WITH(validate_view(v, ""), Catch::StartsWith("the array is too big"));
+  v.shape = Dims(std::vector<std::int64_t>{1ll << 62, 1ll << 62}.data(), 2);
+  CHECK_THROWS_AS(v.size(), InteropError);
+  CHECK_THROWS_AS(v.nbytes(), InteropError);
+  CHECK_FALSE(v.is_c_contiguous());
+  v.shape = Dims(std::vector<std::int64_t>{2}.data(), 1);
+  CHECK_THROWS_WITH(validate_view(v, "hand"), Catch::Contains("strides has 2 entries for 1 dimensions"));
+  v.strides = Dims(std::vector<std::int64_t>{1}.data(), 1);
+  CHECK_NOTHROW(validate_view(v, "hand"));
+  v.shape = Dims(std::vector<std::int64_t>{(1ll << 61)}.data(), 1);
+  CHECK_NOTHROW(v.size());
+  CHECK_THROWS_AS(v.nbytes(), InteropError);  // 2**61 float32 elements are 2**63 bytes
+}

@@ -109,6 +109,22 @@ TEST_CASE("DeviceTensor: empty arrays need no driver; bad shapes and dtypes are 
   CHECK_THROWS_AS(DeviceTensor::empty(dims({1ll << 62, 8}), *dtype_from_name("float32"), 0, nullptr), InteropError);
   CHECK_THROWS_WITH(DeviceTensor::empty(dims({4}), DLDataType{kDLInt, 4, 1}, 0, nullptr),
                     Catch::Contains("no whole-byte item size"));
+  // Sizes are checked before anything is computed from them: the C-contiguous strides of an empty
+  // shape whose other extents are huge used to overflow (the byte count, 0, did not).
+  try {
+    DeviceTensor::empty(dims({0, 1ll << 40, 1ll << 40}), *dtype_from_name("int8"), 0, nullptr);
+    FAIL("accepted");
+  } catch (const InteropError& e) {
+    CHECK(e.kind() == InteropError::Kind::overflow);
+    CHECK_THAT(e.what(), Catch::StartsWith("the array is too big"));
+  }
+  CHECK_THROWS_AS(DeviceTensor::empty(dims({1ll << 61}), *dtype_from_name("float32"), 0, nullptr), InteropError);
+  std::vector<std::int64_t> many(kMaxNdim + 1, 1);
+  CHECK_THROWS_WITH(DeviceTensor::empty(Dims(many.data(), many.size()), *dtype_from_name("float32"), 0, nullptr),
+                    Catch::Contains("at most 64 dimensions"));
+  DeviceTensor wide = DeviceTensor::empty(dims({0, 1ll << 30, 1ll << 30}), *dtype_from_name("int8"), 0, nullptr);
+  CHECK(wide.nbytes() == 0);
+  CHECK(wide.view().strides.to_vector() == std::vector<std::int64_t>{1ll << 60, 1ll << 30, 1});
   if (!try_driver()) {
     CHECK_THROWS_AS(DeviceTensor::empty(dims({4}), *dtype_from_name("float32"), 0, nullptr), NoDriverError);
     CHECK(current_device() == 0);

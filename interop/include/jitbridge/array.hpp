@@ -88,14 +88,57 @@ struct ArrayView {
   // reference, or nothing for raw pointers without an owner. Deleters never throw.
   std::shared_ptr<void> owner;
 
-  void* ptr() const { return static_cast<char*>(data) + byte_offset; }
+  // The address of element 0, data + byte_offset, computed on integers (a NULL data pointer with an
+  // offset is no undefined behaviour). Valid views never wrap (see validate_view).
+  void* ptr() const noexcept {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(data) + static_cast<std::uintptr_t>(byte_offset));
+  }
   int ndim() const { return static_cast<int>(shape.size()); }
-  std::int64_t size() const;      // number of elements
-  bool is_c_contiguous() const;
+  // Number of elements. Fits int64 for every valid view; throws InteropError(overflow) otherwise.
+  std::int64_t size() const;
+  // size() * itemsize(dtype), as NumPy's nbytes (0 for sub-byte dtypes; a broadcast view counts every
+  // element). Fits int64 for every valid view; throws InteropError(overflow) otherwise.
+  std::int64_t nbytes() const;
+  // False also for views whose strides overflow (never valid ones). Empty views are contiguous.
+  bool is_c_contiguous() const noexcept;
 };
 
-// A view of `t` (validated: ndim >= 0, non-negative shape, element count and byte extent
-// within int64, non-NULL data unless the array is empty; NULL strides mean C-contiguous).
+// ---- what a valid view is ----------------------------------------------------------------
+// The most dimensions a view may have (NumPy's limit): larger ndims are refused before anything
+// is allocated for them.
+inline constexpr std::size_t kMaxNdim = 64;
+
+// validate_view() is the one place that decides whether a view is valid; every view_from_* and
+// fill_from_* (and DeviceTensor::empty) ends in it, and nothing that measures a valid view
+// (size(), nbytes(), contiguous_strides, byte strides = strides[i] * itemsize, the byte extent)
+// can overflow. With item = ceil(dtype.bits * dtype.lanes / 8) (itemsize(), or 1 byte per
+// element for sub-byte dtypes), a view is valid when
+//  1. dtype: bits >= 1 and lanes >= 1;
+//  2. ndim <= kMaxNdim, strides.size() == shape.size(), and every shape[i] >= 0;
+//  3. size: item * (product of the non-zero shape[i]) fits int64 (NumPy's "array is too big" rule:
+//     the element count, nbytes, and the C-contiguous strides in elements and in bytes all fit,
+//     broadcast stride-0 views included);
+//  4. layout: for an empty view (some shape[i] == 0) any strides are valid: no element is ever
+//     addressed. Otherwise every strides[i] * item fits int64, and with
+//       lo = sum of (shape[i] - 1) * strides[i] over the negative strides,
+//       hi = sum of (shape[i] - 1) * strides[i] over the positive strides (both in elements),
+//     the bytes the view can touch, relative to element 0, are [lo * item, (hi + 1) * item):
+//     lo, hi and the byte extent (hi - lo + 1) * item fit int64 (and so lo * item and
+//     (hi + 1) * item do);
+//  5. address: element 0 is at data + byte_offset, which must not wrap around uintptr_t (checked for
+//     empty views too: ptr() is computed for them). For a non-empty view data is not NULL and the
+//     first and last bytes touched, ptr() + lo * item and ptr() + (hi + 1) * item - 1, lie within
+//     the address space (computing them does not wrap uintptr_t).
+// Throws InteropError naming `arg` (a message "arg: what"; no prefix when `arg` is empty): value for
+// rules 1, 2 and a NULL pointer, overflow for every quantity that does not fit, naming it.
+void validate_view(const ArrayView& view, std::string_view arg);
+// Rules 1 to 3 alone, for an array about to be allocated C-contiguous (DeviceTensor::empty): after
+// it, contiguous_strides(shape) and the element count times itemsize(dtype) cannot overflow.
+// Throws as validate_view.
+void validate_shape(const Dims& shape, DLDataType dtype, std::string_view arg);
+
+// A view of `t`, validated (validate_view; also ndim >= 0 and non-NULL shape): NULL strides mean
+// C-contiguous.
 // `arg` names the argument in error messages. Throws InteropError.
 ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner,
                              std::string_view arg);
@@ -129,7 +172,8 @@ void fill_from_cai(std::uintptr_t ptr, bool readonly, const std::int64_t* shape,
 ArrayView view_from_managed(DLManagedTensorVersioned* tensor, std::string_view arg);
 ArrayView view_from_managed(DLManagedTensor* tensor, std::string_view arg);
 
-// C-contiguous strides (in elements) for `shape`.
+// C-contiguous strides (in elements) for `shape` (extents of 0 and below count as 1, as NumPy
+// does). Throws InteropError(overflow) when they do not fit int64 (never for a valid view's shape).
 Dims contiguous_strides(const Dims& shape);
 
 }  // namespace jitbridge
