@@ -7,9 +7,12 @@
 #include <cuda_fp16.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "jitbridge/checked.hpp"
 
 namespace jitbridge {
 namespace {
@@ -72,8 +75,10 @@ bool tensor_view_type(std::string_view type, std::string& element, int& rank, bo
     t.remove_prefix(6);
   }
   element = std::string(t);
-  rank = std::atoi(std::string(inner.substr(comma + 1)).c_str());
-  return rank > 0;
+  std::string_view digits = inner.substr(comma + 1);
+  while (!digits.empty() && digits.front() == ' ') digits.remove_prefix(1);
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+  return error == std::errc() && end == digits.data() + digits.size() && rank > 0;
 }
 
 void check_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a, const ParamPlan& plan,
@@ -101,9 +106,48 @@ void check_array(std::string_view kernel, std::size_t index, const Param& p, con
          fmt::format("got a {} array; '{}*' takes {}", dtype_name(a.dtype), plan.element, dtype_name(plan.dtype)));
 }
 
+// Writes `n` bytes from `src` as parameter `index`: the one place argument bytes enter the buffer.
+// The parameter must take exactly `n` bytes; a signature that says otherwise (a damaged one) is
+// refused rather than written past.
+void write(std::string_view kernel, ArgBuffer& out, std::size_t index, const Param& p, const void* src, std::size_t n) {
+  if (n != p.size)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("the signature gives the parameter {} bytes but its value takes {}", p.size, n));
+  void* at = out.slot(index, p.size, p.align);
+  if (n) std::memcpy(at, src, n);
+}
+
 template <class T>
-void put(ArgBuffer& out, std::size_t index, const Param& p, T value) {
-  std::memcpy(out.slot(index, p.size, p.align), &value, sizeof value);
+void put(std::string_view kernel, ArgBuffer& out, std::size_t index, const Param& p, T value) {
+  write(kernel, out, index, p, &value, sizeof value);
+}
+
+// pack_unchecked's alignment for a parameter of `size` bytes: its size, at most 8.
+std::size_t unchecked_align(std::size_t size) { return size >= 8 ? 8 : size; }
+
+// The one layout rule (param_offsets, both ArgBuffer::reset and slot follow it): a parameter of `size`
+// bytes goes at the next multiple of `align` (0 counts as 1) after `used`. Sets its offset and end;
+// false when it would end past kMaxParamBytes (huge sizes included: nothing overflows).
+bool place(std::size_t used, std::size_t size, std::size_t align, std::size_t& offset, std::size_t& end) {
+  return checked::align_up(used, align, offset) && checked::add(offset, size, end) && end <= kMaxParamBytes;
+}
+
+[[noreturn]] void too_big(std::string_view where, std::size_t index, std::string_view what, std::size_t size) {
+  throw ArgumentError(ArgumentError::Kind::value,
+                      fmt::format("{}: parameter {} ({}, {} bytes) ends past the {} bytes CUDA allows for a kernel's "
+                                  "parameters", where, index, what, size, kMaxParamBytes));
+}
+
+// Lays out `signature`'s parameters; returns where the last one ends, `offsets` (when given) gets
+// each one's offset. Throws ArgumentError(value) past kMaxParamBytes.
+std::size_t lay_out(const Signature& signature, std::vector<std::size_t>* offsets) {
+  std::size_t used = 0, offset = 0;
+  for (std::size_t i = 0; i < signature.params.size(); ++i) {
+    const Param& p = signature.params[i];
+    if (!place(used, p.size, p.align, offset, used)) too_big(signature.to_string(), i, p.spelling, p.size);
+    if (offsets) offsets->push_back(offset);
+  }
+  return used;
 }
 
 void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Scalar kind, std::size_t size,
@@ -114,7 +158,7 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
     case Scalar::boolean:
       if (v.kind != K::boolean)
         fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("got {}; 'bool' takes True or False", describe(v)));
-      put<std::uint8_t>(out, index, p, v.i != 0);
+      put<std::uint8_t>(kernel, out, index, p, v.i != 0);
       return;
     case Scalar::signed_int:
     case Scalar::unsigned_int: {
@@ -131,7 +175,7 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
         fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} does not fit in '{}'", shown, p.type));
       }
       const std::uint64_t raw = v.kind == K::unsigned_integer ? v.u : static_cast<std::uint64_t>(v.i);
-      std::memcpy(out.slot(index, p.size, p.align), &raw, size);  // little-endian: the low bytes
+      write(kernel, out, index, p, &raw, size);  // little-endian: the low bytes
       return;
     }
     default:
@@ -150,18 +194,18 @@ void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Sca
       if (size == 4) {
         if (!float32_fits(x))
           fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} is out of range for '{}'", x, p.type));
-        put(out, index, p, static_cast<float>(x));
+        put(kernel, out, index, p, static_cast<float>(x));
       } else {
-        put(out, index, p, x);
+        put(kernel, out, index, p, x);
       }
       return;
     case Scalar::half:
       check_range(65504.0);
-      put(out, index, p, __float2half_rn(static_cast<float>(x)));
+      put(kernel, out, index, p, __float2half_rn(static_cast<float>(x)));
       return;
     case Scalar::bfloat16:
       check_range(static_cast<double>(std::numeric_limits<float>::max()));
-      put(out, index, p, __float2bfloat16_rn(static_cast<float>(x)));
+      put(kernel, out, index, p, __float2bfloat16_rn(static_cast<float>(x)));
       return;
     default:
       return;
@@ -181,24 +225,23 @@ void ArgBuffer::prepare(std::size_t count, std::size_t total, bool param_space) 
 }
 
 void ArgBuffer::reset(const Signature& signature) {
-  std::size_t total = 0;  // sizes plus worst-case alignment padding
-  for (const Param& p : signature.params) total += p.size + (p.align ? p.align : 1);
-  prepare(signature.params.size(), total, true);
+  prepare(signature.params.size(), lay_out(signature, nullptr), true);
 }
 
 void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
-  std::size_t total = 0;
-  for (std::size_t size : sizes) total += size + 8;  // pack_unchecked aligns to at most 8
-  prepare(sizes.size(), total, false);
+  std::size_t used = 0, offset = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (!place(used, sizes[i], unchecked_align(sizes[i]), offset, used)) too_big("kernel", i, "by the driver", sizes[i]);
+  prepare(sizes.size(), used, false);
 }
 
 void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
-  if (align == 0) align = 1;
-  used_ = (used_ + align - 1) / align * align;
-  if (used_ + size > storage_.size())
+  std::size_t offset = 0, end = 0;
+  if (i >= count_) throw std::logic_error("ArgBuffer::slot: parameter index past reset()'s count");
+  if (!place(used_, size, align, offset, end) || end > storage_.size())
     throw std::logic_error("ArgBuffer::slot: reset() was given too small a total");
-  void* at = storage_.data() + used_;
-  used_ += size;
+  void* at = storage_.data() + offset;
+  used_ = end;
   pointers_[i] = at;
   return at;
 }
@@ -282,7 +325,7 @@ void pack_argument(std::string_view kernel, const Signature& signature, const st
   switch (plan.kind) {
     case ParamPlan::Kind::pointer:
       if (v.kind == K::null_pointer) {
-        put<void*>(out, index, p, nullptr);
+        put<void*>(kernel, out, index, p, nullptr);
         return;
       }
       if (v.kind != K::array)
@@ -290,7 +333,7 @@ void pack_argument(std::string_view kernel, const Signature& signature, const st
              fmt::format("got {}; a pointer parameter takes an array (or None for NULL); wrap raw addresses "
                          "with jitbridge.from_ptr", describe(v)));
       check_array(kernel, index, p, *v.array, plan, where);
-      put<void*>(out, index, p, v.array->ptr());
+      put<void*>(kernel, out, index, p, v.array->ptr());
       return;
     case ParamPlan::Kind::tensor_view: {
       if (v.kind != K::array)
@@ -300,10 +343,10 @@ void pack_argument(std::string_view kernel, const Signature& signature, const st
       const int rank = plan.rank;
       if (a.ndim() != rank)
         fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got a {}-d array; the view has rank {}", a.ndim(), rank));
-      const std::size_t want = 8 + 16 * static_cast<std::size_t>(rank);
+      const std::size_t want = 8 + 16 * static_cast<std::size_t>(rank);  // rank == ndim <= kMaxNdim
       if (p.size != want)
         fail(ArgumentError::Kind::type, kernel, index, p, fmt::format("unexpected tensor view layout ({} bytes)", p.size));
-      auto* slot = static_cast<unsigned char*>(out.slot(index, p.size, p.align));
+      auto* slot = static_cast<unsigned char*>(out.slot(index, want, p.align));
       void* data = a.ptr();
       std::memcpy(slot, &data, 8);
       std::memcpy(slot + 8, a.shape.data(), 8 * static_cast<std::size_t>(rank));
@@ -314,7 +357,7 @@ void pack_argument(std::string_view kernel, const Signature& signature, const st
       if (v.kind == K::bytes) {
         if (v.size != p.size)
           fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes; the parameter has {}", v.size, p.size));
-        std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
+        write(kernel, out, index, p, v.data, v.size);
         return;
       }
       if (v.kind == K::array || v.kind == K::null_pointer)
@@ -329,7 +372,7 @@ void pack_argument(std::string_view kernel, const Signature& signature, const st
                          describe(v), p.type, p.size));
       if (v.size != p.size)
         fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes; '{}' has {} bytes", v.size, p.type, p.size));
-      std::memcpy(out.slot(index, p.size, p.align), v.data, v.size);
+      write(kernel, out, index, p, v.data, v.size);
       return;
   }
 }
@@ -338,7 +381,7 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
   Param p;
   p.spelling = fmt::format("{} bytes", size);
   p.size = size;
-  p.align = size >= 8 ? 8 : size;
+  p.align = unchecked_align(size);
   using K = ArgValue::Kind;
   const std::string_view kernel = "kernel";
   switch (v.kind) {
@@ -354,16 +397,21 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
         check_array(kernel, index, p, *v.array, any, where);
         ptr = v.array->ptr();
       }
-      put(out, index, p, ptr);
+      put(kernel, out, index, p, ptr);
       return;
     }
     case K::bytes:
       if (v.size != size) fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes", v.size));
-      std::memcpy(out.slot(index, size, p.align), v.data, size);
+      write(kernel, out, index, p, v.data, size);
       return;
     case K::floating:
-      if (size == 4) return put(out, index, p, static_cast<float>(v.f));
-      if (size == 8) return put(out, index, p, v.f);
+      if (size == 4) {
+        // A double outside float's range has no float value (converting it is undefined behaviour).
+        if (!float32_fits(v.f))
+          fail(ArgumentError::Kind::overflow, kernel, index, p, fmt::format("{} is out of range for a 4-byte float", v.f));
+        return put(kernel, out, index, p, static_cast<float>(v.f));
+      }
+      if (size == 8) return put(kernel, out, index, p, v.f);
       fail(ArgumentError::Kind::type, kernel, index, p, "a float needs a 4- or 8-byte parameter");
     default: {
       if (size != 1 && size != 2 && size != 4 && size != 8)
@@ -382,13 +430,8 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
 
 std::vector<std::size_t> param_offsets(const Signature& signature) {
   std::vector<std::size_t> offsets;
-  std::size_t used = 0;
-  for (const Param& p : signature.params) {
-    const std::size_t align = p.align ? p.align : 1;
-    used = (used + align - 1) / align * align;
-    offsets.push_back(used);
-    used += p.size;
-  }
+  offsets.reserve(signature.params.size());
+  lay_out(signature, &offsets);
   return offsets;
 }
 

@@ -1,8 +1,10 @@
-// test_arguments.cpp — argument packing and every checking error, against real compiled signatures (no GPU needed).
+// test_arguments.cpp — argument packing and every checking error, against real compiled signatures and hostile synthetic ones (no GPU needed).
 #include <catch2/catch.hpp>
 #include <cuda_fp16.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "jitbridge/arguments.hpp"
 #include "jitbridge/cache.hpp"
@@ -250,4 +252,121 @@ extern "C" __global__ void transpose(jitbridge::Tensor<const float, 2> in, jitbr
   wrong.shape.assign(shape, 2);
   wrong.strides.assign(strides, 2);
   CHECK_THROWS_WITH(pack_one(sig, 1, array(wrong)), Catch::Contains("'float*' takes float32"));
+}
+
+// ---- hostile layouts: sizes, offsets and alignments at their limits -----------------------------
+
+namespace {
+
+Param param(Param::Kind kind, const char* type, std::size_t size, std::size_t align, const char* spelling) {
+  Param p;
+  p.kind = kind;
+  p.type = type;
+  p.size = size;
+  p.align = align;
+  p.spelling = spelling;
+  return p;
+}
+Param by_value(std::size_t size, std::size_t align) { return param(Param::Kind::value, "Big", size, align, "Big"); }
+Signature signature(std::vector<Param> params) { return Signature{std::move(params)}; }
+
+ArgumentError::Kind reset_error(const Signature& sig) {
+  try {
+    ArgBuffer buf;
+    buf.reset(sig);
+  } catch (const ArgumentError& e) {
+    return e.kind();
+  }
+  FAIL("no ArgumentError");
+  return ArgumentError::Kind::type;
+}
+
+}  // namespace
+
+TEST_CASE("parameter layouts past CUDA's limit are refused before anything is sized from them") {
+  const std::size_t huge[] = {SIZE_MAX, SIZE_MAX - 3, std::size_t{1} << 62, kMaxParamBytes + 1};
+  for (std::size_t size : huge) {
+    INFO("size " << size);
+    // Used to wrap the buffer's total to a few bytes and then write past it.
+    const Signature sig = signature({param(Param::Kind::value, "int", 4, 4, "int"), by_value(size, 8)});
+    CHECK(reset_error(sig) == ArgumentError::Kind::value);
+    CHECK_THROWS_WITH(param_offsets(sig), Catch::Contains("(int, Big): parameter 1 (Big, ") &&
+                                              Catch::Contains("ends past the 32764 bytes"));
+  }
+  // Alignments whose rounding overflows.
+  CHECK(reset_error(signature({by_value(1, 1), by_value(1, std::size_t{1} << 63)})) == ArgumentError::Kind::value);
+  CHECK(reset_error(signature({by_value(1, 1), by_value(1, SIZE_MAX)})) == ArgumentError::Kind::value);
+  // Up to the limit exactly: fine.
+  CHECK(param_offsets(signature({by_value(kMaxParamBytes, 1)})) == std::vector<std::size_t>{0});
+  CHECK(param_offsets(signature({by_value(1, 1), by_value(kMaxParamBytes - 4, 4)})) == std::vector<std::size_t>{0, 4});
+  CHECK(reset_error(signature({by_value(1, 1), by_value(kMaxParamBytes - 3, 4)})) == ArgumentError::Kind::value);
+  // The driver's sizes (kernels without a signature) obey the same limit.
+  ArgBuffer buf;
+  CHECK_THROWS_AS(buf.reset(std::vector<std::size_t>{8, SIZE_MAX}), ArgumentError);
+  CHECK_THROWS_AS(buf.reset(std::vector<std::size_t>{8, kMaxParamBytes - 7}), ArgumentError);
+  CHECK_NOTHROW(buf.reset(std::vector<std::size_t>{8, kMaxParamBytes - 8}));
+  CHECK_THROWS_AS(buf.slot(2, 1, 1), std::logic_error);  // past reset()'s count: never written
+}
+
+TEST_CASE("a signature whose size disagrees with the value written is refused, never written past") {
+  const Signature sig = signature({param(Param::Kind::value, "int", 2, 2, "int"),
+                                   param(Param::Kind::pointer, "float", 4, 4, "float*"),
+                                   param(Param::Kind::value, "double", 4, 4, "double"),
+                                   param(Param::Kind::value, "bool", 0, 1, "bool")});
+  ArrayView f = device_array("float32");
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("parameter " << i);
+    const ArgValue values[] = {integer(5), array(f), real(0.5), boolean(true)};
+    CHECK(error_kind(sig, i, values[i]) == ArgumentError::Kind::type);
+  }
+  CHECK_THROWS_WITH(pack_one(sig, 0, integer(5)),
+                    Catch::Contains("the signature gives the parameter 2 bytes but its value takes 4"));
+  CHECK(error_kind(sig, 1, ArgValue{ArgValue::Kind::null_pointer}) == ArgumentError::Kind::type);
+  // By-value bytes of the wrong length, none at all included.
+  const Signature s16 = signature({by_value(16, 8)});
+  char raw[17] = {};
+  CHECK(error_kind(s16, 0, bytes(raw, 17)) == ArgumentError::Kind::value);
+  CHECK(error_kind(s16, 0, bytes(nullptr, 0)) == ArgumentError::Kind::value);
+  CHECK(pack_one(s16, 0, bytes(raw, 16)) == std::string(16, '\0'));
+}
+
+TEST_CASE("pack_unchecked: a float beyond float's range is an OverflowError, not a conversion") {
+  ArgBuffer buf;
+  buf.reset(std::vector<std::size_t>{4, 8, 4});
+  PackResult where;
+  try {
+    pack_unchecked(0, 4, real(1e300), buf, where);
+    FAIL("1e300 packed into 4 bytes");
+  } catch (const ArgumentError& e) {
+    CHECK(e.kind() == ArgumentError::Kind::overflow);
+    CHECK_THAT(e.what(), Catch::Contains("out of range for a 4-byte float"));
+  }
+  buf.reset(std::vector<std::size_t>{4, 8, 4});
+  pack_unchecked(0, 4, real(-1.5), buf, where);
+  pack_unchecked(1, 8, real(1e300), buf, where);
+  pack_unchecked(2, 4, real(std::numeric_limits<double>::infinity()), buf, where);
+  CHECK(as<float>(std::string(static_cast<const char*>(buf.pointers()[0]), 4)) == -1.5f);
+  CHECK(as<double>(std::string(static_cast<const char*>(buf.pointers()[1]), 8)) == 1e300);
+  CHECK(std::isinf(as<float>(std::string(static_cast<const char*>(buf.pointers()[2]), 4))));
+}
+
+TEST_CASE("tensor view ranks are parsed without overflow; fit checks hold at 0 bytes") {
+  auto kind_of_type = [](const char* type) {
+    return plan_signature(signature({param(Param::Kind::value, type, 8, 8, type)}))[0];
+  };
+  CHECK(kind_of_type("jitbridge::Tensor<float, 2>").kind == ParamPlan::Kind::tensor_view);
+  CHECK(kind_of_type("jitbridge::Tensor<float, 2>").rank == 2);
+  CHECK(kind_of_type("jitbridge::Tensor<float,3>").rank == 3);
+  // Used to go through atoi (undefined past int's range).
+  CHECK(kind_of_type("jitbridge::Tensor<float, 99999999999999999999>").kind == ParamPlan::Kind::by_value);
+  CHECK(kind_of_type("jitbridge::Tensor<float, 2x>").kind == ParamPlan::Kind::by_value);
+  CHECK(kind_of_type("jitbridge::Tensor<float, -1>").kind == ParamPlan::Kind::by_value);
+  CHECK(kind_of_type("jitbridge::Tensor<float, >").kind == ParamPlan::Kind::by_value);
+  CHECK(signed_fits(0, 0));
+  CHECK_FALSE(signed_fits(1, 0));
+  CHECK_FALSE(signed_fits(-1, 0));
+  CHECK(unsigned_fits(0, 0));
+  CHECK_FALSE(unsigned_fits(1, 0));
+  CHECK(signed_fits(-128, 1));
+  CHECK_FALSE(signed_fits(128, 1));
 }

@@ -39,6 +39,11 @@ struct ArgValue {
   const char* python_type = nullptr; // the caller's type name for messages ("float", "numpy.float64")
 };
 
+// The most bytes a kernel's parameters may take, as CUDA documents it (cuLaunchKernel: 32764 bytes
+// since CUDA 12.1 on Volta and newer). Layouts that end past it are refused before anything is
+// sized from them, so no size or offset arithmetic on parameters can overflow.
+inline constexpr std::size_t kMaxParamBytes = 32764;
+
 // The kernel parameter buffer: the argument bytes laid out as the parameters are, plus the
 // void* array cuLaunchKernel takes. Inline storage for ordinary kernels; never shrinks.
 class ArgBuffer {
@@ -48,12 +53,14 @@ class ArgBuffer {
   ArgBuffer& operator=(const ArgBuffer&) = delete;
   // Prepares room for `signature`'s parameters. Packed in order (slot() with each parameter's
   // size and alignment), the bytes are then the kernel's parameter space: each parameter at its
-  // param_offsets() offset, used() its end (param_space() is true).
+  // param_offsets() offset, used() its end (param_space() is true). Throws ArgumentError(value)
+  // when the layout ends past kMaxParamBytes (as param_offsets).
   void reset(const Signature& signature);
   // Prepares room for parameters of these sizes with no signature (pack_unchecked): the bytes
-  // are reached through pointers() only (param_space() is false).
+  // are reached through pointers() only (param_space() is false). Throws as reset(Signature).
   void reset(const std::vector<std::size_t>& sizes);
-  // Where parameter i's `size` bytes go, aligned to `align`. Call in parameter order.
+  // Where parameter i's `size` bytes go, aligned to `align`. Call in parameter order, at most
+  // count() times; std::logic_error (a jitbridge bug) when the room reset() made is exceeded.
   void* slot(std::size_t i, std::size_t size, std::size_t align);
   void** pointers() { return pointers_.data(); }
   std::size_t count() const { return count_; }
@@ -100,9 +107,10 @@ inline bool pointee_accepts(bool any_dtype, bool char_like, DLDataType want, DLD
   if (any_dtype || got == want) return true;
   return char_like && (got.code == kDLUInt || got.code == kDLInt) && got.bits == 8 && got.lanes == 1;
 }
-// A Python integer `v` in a signed / unsigned integer parameter of `bytes` bytes.
+// A Python integer `v` in a signed / unsigned integer parameter of `bytes` bytes (0 bytes hold only 0).
 inline bool signed_fits(std::int64_t v, std::size_t bytes) {
   if (bytes >= 8) return true;
+  if (bytes == 0) return v == 0;
   const std::int64_t half = std::int64_t{1} << (bytes * 8 - 1);
   return v >= -half && v < half;
 }
@@ -124,8 +132,9 @@ struct PackResult {
 // against dtype (void* takes any), read-only arrays only into const pointees, device memory only
 // (host memory refused), all arrays on one device; scalars exactly into the parameter's type
 // with range checks (2**40 into int: OverflowError; 1.5 into int: TypeError); bytes of exactly
-// the parameter's size for structs. Throws ArgumentError naming the kernel, the parameter and
-// the reason.
+// the parameter's size for structs; and that the signature's size for the parameter is the size
+// of what gets written (a damaged signature is refused, never written past). Throws ArgumentError
+// naming the kernel, the parameter and the reason.
 void pack_argument(std::string_view kernel_name, const Signature& signature, const std::vector<ParamPlan>& plan,
                    std::size_t index, const ArgValue& value, ArgBuffer& out, PackResult& where);
 // The same, planning the one parameter on the spot (for tests and one-off use).
@@ -134,6 +143,8 @@ void pack_argument(std::string_view kernel_name, const Signature& signature, std
 
 // Where each parameter lies in the kernel's parameter space by the C layout rules (each at the
 // next multiple of its alignment): what cuKernelGetParamInfo must report (Function checks it).
+// Every offset + size is at most kMaxParamBytes: a layout that ends past it (absurd sizes or
+// alignments included) throws ArgumentError(value) naming the signature and the parameter.
 std::vector<std::size_t> param_offsets(const Signature& signature);
 
 // The message for a wrong argument count: "saxpy(float, float const*, float*, int) takes 4
@@ -142,7 +153,8 @@ std::string arity_message(std::string_view kernel_name, const Signature& signatu
 
 // Packs a parameter without a signature (kernels from .cubin/.ptx files): arrays and None as
 // 8-byte pointers, ints as `size`-byte integers, floats as float (4) or double (8), bytes as is.
-// `size` comes from cuKernelGetParamInfo. Throws ArgumentError when the value cannot fit.
+// `size` comes from cuKernelGetParamInfo. Throws ArgumentError when the value cannot fit (a float
+// beyond float's range in 4 bytes: overflow).
 void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& value, ArgBuffer& out, PackResult& where);
 
 }  // namespace jitbridge
