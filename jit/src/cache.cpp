@@ -14,6 +14,7 @@
 
 #include "cache_internal.hpp"
 #include "jit_internal.hpp"
+#include "jitbridge/checked.hpp"
 
 namespace jitbridge {
 namespace {
@@ -42,11 +43,13 @@ bool make_dirs(const std::string& path) {
 
 struct DiskEntry {
   std::string path;
-  std::uint64_t bytes;
+  std::uint64_t bytes;  // 0 for what is not a regular file
   std::int64_t mtime_ns;
 };
 
-// Entries in `dir`; temporary files left by writers that died over an hour ago are removed.
+// Entries in `dir` (never following symlinks): every *.jbc that is not a directory, so that
+// eviction and clear() also remove FIFOs and symlinks left where entries should be. Temporary
+// files left by writers that died over an hour ago are removed.
 std::vector<DiskEntry> list_entries(const std::string& dir) {
   std::vector<DiskEntry> out;
   DIR* d = ::opendir(dir.c_str());
@@ -56,20 +59,63 @@ std::vector<DiskEntry> list_entries(const std::string& dir) {
     std::string name = e->d_name;
     std::string path = dir + "/" + name;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    std::int64_t mtime = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (::lstat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) continue;
+    const std::int64_t mtime = detail::mtime_ns(st);
     if (name.rfind(kTempPrefix, 0) == 0) {
       if (mtime < stale) ::unlink(path.c_str());
       continue;
     }
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, kSuffix) == 0)
-      out.push_back({path, static_cast<std::uint64_t>(st.st_size), mtime});
+    const std::uint64_t bytes = S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, kSuffix) == 0) out.push_back({path, bytes, mtime});
   }
   ::closedir(d);
   return out;
 }
 
+// Errors writing or renaming one entry that say nothing about the directory: skip that entry.
+bool entry_only_error(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EISDIR || err == ENOTEMPTY || err == EEXIST;
+}
+
 }  // namespace
+
+namespace detail {
+
+std::int64_t mtime_ns(const struct stat& st) noexcept {
+  std::int64_t ns = 0;
+  if (checked::mul(static_cast<std::int64_t>(st.st_mtim.tv_sec), std::int64_t{1'000'000'000}, ns) &&
+      checked::add(ns, static_cast<std::int64_t>(st.st_mtim.tv_nsec), ns))
+    return ns;
+  return st.st_mtim.tv_sec < 0 ? INT64_MIN : INT64_MAX;
+}
+
+bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out) {
+  struct stat st;
+  // lstat first: a FIFO, device or symlink is never even opened (opening some devices acts).
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+  // fstat again: the name may have been replaced between lstat and open.
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
+      static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    return false;
+  out.clear();
+  out.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    // At most max_bytes + 1 bytes in all: one more than allowed proves the file too big.
+    const std::uint64_t room = checked::add_saturated(max_bytes - out.size(), 1);
+    const ssize_t n = ::read(fd.get(), buf, room < sizeof buf ? static_cast<std::size_t>(room) : sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) return true;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) return false;
+  }
+}
+
+}  // namespace detail
 
 void set_warning_handler(std::function<void(const std::string&)> handler) {
   std::lock_guard<std::mutex> lock(warning_mutex());
@@ -129,25 +175,19 @@ std::string Cache::Impl::entry_path(const std::string& key) const {
   return entries_dir_ + "/" + key + kSuffix;
 }
 
-void Cache::Impl::disable_disk(const std::string& why) {
-  if (!disk_ok_) return;
+std::string Cache::Impl::disable_disk(const std::string& why) {
+  if (!disk_ok_) return {};
   disk_ok_ = false;
-  warn(fmt::format("kernel cache directory {} is unusable ({}); caching in memory only", config_.directory, why));
+  return fmt::format("kernel cache directory {} is unusable ({}); caching in memory only", config_.directory, why);
 }
 
-bool Cache::Impl::ensure_directory() {
+bool Cache::Impl::ensure_directory(std::string& warning) {
   if (!disk_ok_) return false;
   if (dir_checked_) return true;
   dir_checked_ = true;
-  if (!make_dirs(entries_dir_)) {
-    disable_disk(std::strerror(errno));
-    return false;
-  }
-  if (::access(entries_dir_.c_str(), W_OK | X_OK) != 0) {
-    disable_disk(std::strerror(errno));
-    return false;
-  }
-  return true;
+  if (make_dirs(entries_dir_) && ::access(entries_dir_.c_str(), W_OK | X_OK) == 0) return true;
+  warning = disable_disk(std::strerror(errno));
+  return false;
 }
 
 void Cache::Impl::remember(const std::string& key, detail::CacheRecord record) {
@@ -156,61 +196,98 @@ void Cache::Impl::remember(const std::string& key, detail::CacheRecord record) {
     copy->origin = Origin::memory_cache;
     record.program = std::move(copy);
   }
-  memory_[key] = std::move(record);
+  memory_[key] = std::make_shared<const detail::CacheRecord>(std::move(record));
 }
 
 std::shared_ptr<const Program> Cache::Impl::lookup(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = memory_.find(key); it != memory_.end()) {
-    if (detail::dependencies_unchanged(it->second)) return it->second.program;
-    memory_.erase(it);
+  std::shared_ptr<const detail::CacheRecord> held;
+  bool disk = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end()) held = it->second;
+    disk = disk_ok_;
   }
-  if (!disk_ok_) return nullptr;
+  if (held) {
+    if (detail::dependencies_unchanged(*held)) return held->program;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end() && it->second == held) memory_.erase(it);
+  }
+  if (!disk) return nullptr;
   const std::string path = entry_path(key);
   std::string bytes;
-  if (!detail::read_file(path, bytes)) return nullptr;
+  if (!detail::read_entry_file(path, kMaxCacheEntryBytes, bytes)) return nullptr;
   std::optional<detail::CacheRecord> record = detail::parse_record(bytes, key);
   if (!record || !detail::dependencies_unchanged(*record)) return nullptr;  // replaced after compiling
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used: last to be evicted
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // recently used: last to be evicted
   std::shared_ptr<const Program> program = record->program;
+  std::lock_guard<std::mutex> lock(mutex_);
   remember(key, std::move(*record));
   return program;
 }
 
 void Cache::Impl::store(const std::string& key, detail::CacheRecord record) {
+  std::string warning;
+  bool write = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    write = ensure_directory(warning);
+    if (!write) remember(key, std::move(record));
+  }
+  if (!warning.empty()) warn(warning);  // never with the mutex held: the handler may compile
+  if (!write) return;
+  write_entry(key, record);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ensure_directory()) write_entry(key, record);
   remember(key, std::move(record));
 }
 
 void Cache::Impl::write_entry(const std::string& key, const detail::CacheRecord& record) {
   const std::string bytes = detail::serialize_record(key, record);
-  if (bytes.size() > config_.max_bytes) return;  // would evict everything else and itself
+  // An entry over the disk budget would evict everything else and itself; one over the read cap
+  // would never be read.
+  if (bytes.size() > config_.max_bytes || bytes.size() > kMaxCacheEntryBytes) return;
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::string temp = fmt::format("{}/{}{}-{:016x}", entries_dir_, kTempPrefix, ::getpid(), rng());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return disable_disk(std::strerror(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
+  const std::string path = entry_path(key);
+  int err = 0;
+  {
+    detail::UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) err = errno;
+    std::size_t done = 0;
+    while (fd && done < bytes.size() && err == 0) {
+      const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+      if (n > 0) done += static_cast<std::size_t>(n);
+      else if (n < 0 && errno != EINTR) err = errno;
+      else if (n == 0) err = ENOSPC;  // no progress: as good as full
+    }
+    if (fd.close() != 0 && err == 0) err = errno;  // NFS reports a full disk at close
   }
-  bool ok = done == bytes.size() && ::close(fd) == 0;
-  if (!ok || ::rename(temp.c_str(), entry_path(key).c_str()) != 0) {
-    int err = errno;
+  if (err == 0 && ::rename(temp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    // A directory where the entry should be: removed when empty, then the rename is tried again.
+    if ((err == EISDIR || err == ENOTEMPTY || err == EEXIST) && ::rmdir(path.c_str()) == 0 &&
+        ::rename(temp.c_str(), path.c_str()) == 0)
+      err = 0;
+  }
+  if (err != 0) {
     ::unlink(temp.c_str());
-    // A full disk is not a broken directory: skip this entry, keep trying later ones.
-    if (err != ENOSPC && err != EDQUOT) disable_disk(std::strerror(err));
+    // A full disk, a file size limit or something in the entry's place is not a broken directory:
+    // skip this entry and keep trying later ones.
+    if (entry_only_error(err)) return;
+    std::string warning;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      warning = disable_disk(std::strerror(err));
+    }
+    if (!warning.empty()) warn(warning);
     return;
   }
-  evict_if_needed(entry_path(key));
+  evict_if_needed(path);
 }
 
 void Cache::Impl::evict_if_needed(const std::string& keep) {
   std::vector<DiskEntry> entries = list_entries(entries_dir_);
   std::uint64_t total = 0;
-  for (const DiskEntry& e : entries) total += e.bytes;
+  for (const DiskEntry& e : entries) total = checked::add_saturated(total, e.bytes);
   if (total <= config_.max_bytes) return;
   std::sort(entries.begin(), entries.end(),
             [](const DiskEntry& a, const DiskEntry& b) { return a.mtime_ns < b.mtime_ns; });
@@ -222,21 +299,25 @@ void Cache::Impl::evict_if_needed(const std::string& keep) {
 }
 
 CacheInfo Cache::Impl::info() const {
-  std::lock_guard<std::mutex> lock(mutex_);
   CacheInfo out;
   out.directory = config_.directory;
-  out.disk = disk_ok_;
-  out.memory_entries = memory_.size();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    out.disk = disk_ok_;
+    out.memory_entries = memory_.size();
+  }
   for (const DiskEntry& e : list_entries(entries_dir_)) {
     ++out.entries;
-    out.bytes += e.bytes;
+    out.bytes = checked::add_saturated(out.bytes, e.bytes);
   }
   return out;
 }
 
 std::uint64_t Cache::Impl::clear() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  memory_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    memory_.clear();
+  }
   std::uint64_t removed = 0;
   for (const DiskEntry& e : list_entries(entries_dir_))
     if (::unlink(e.path.c_str()) == 0) ++removed;

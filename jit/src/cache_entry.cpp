@@ -147,6 +147,7 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
   if (r.str() != key || r.failed()) return std::nullopt;
   CacheRecord record;
   record.recorded_ns = static_cast<std::int64_t>(r.u64());
+  if (record.recorded_ns < 0) return std::nullopt;  // dependencies_unchanged subtracts from it
   record.cwd = r.str();
   for (std::uint64_t n = r.count(32), i = 0; i < n; ++i) {
     Dependency d;

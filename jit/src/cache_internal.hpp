@@ -1,6 +1,9 @@
 // cache_internal.hpp — the cache's moving parts: dependency records, entry files, Cache::Impl.
 #pragma once
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,10 +44,45 @@ bool dependencies_unchanged(const CacheRecord& record);
 
 // Entry files: magic, payload length, XXH3-128 of the payload, payload (key first).
 std::string serialize_record(const std::string& key, const CacheRecord& record);
-// nullopt for anything truncated, corrupted, of another format, or for another key.
+// nullopt for anything truncated, corrupted, of another format, or for another key, and for a
+// record time before 1970 (no record jitbridge writes has one; time arithmetic on it could overflow).
 std::optional<CacheRecord> parse_record(std::string_view bytes, const std::string& key);
 
 std::int64_t now_ns();
+
+// A file's modification time in nanoseconds since the epoch, saturated at the int64 limits (a
+// file dated past the year 2262 must not overflow the arithmetic).
+std::int64_t mtime_ns(const struct stat& st) noexcept;
+
+// An owned file descriptor, closed exactly once whatever path leaves its scope.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) noexcept : fd_(fd) {}
+  ~UniqueFd() { close(); }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const noexcept { return fd_; }
+  explicit operator bool() const noexcept { return fd_ >= 0; }
+  // Closes now; returns close(2)'s result (0 when there was nothing to close). The descriptor is
+  // gone afterwards either way (Linux never leaves it open after a failed close).
+  int close() noexcept {
+    if (fd_ < 0) return 0;
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+// Reads the entry file at `path` into `out` without ever blocking or reading without bound: it
+// must be a regular file (checked with lstat before opening, then with fstat on the descriptor,
+// opened O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) of at most `max_bytes` bytes, and at
+// most max_bytes + 1 bytes are ever read (a file that grows, or lies about its size, is refused).
+// False for anything else: missing, a symlink, FIFO, device or directory, too big, a read error.
+// The descriptor is closed on every path. Never throws except std::bad_alloc.
+bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out);
 
 }  // namespace jitbridge::detail
 
@@ -53,27 +91,39 @@ namespace jitbridge {
 class Cache::Impl {
  public:
   explicit Impl(const CacheConfig& config);
-  // Memory first, then disk. The Program returned has origin memory_cache or disk_cache.
+  // Memory first, then disk. The Program returned has origin memory_cache or disk_cache. An entry
+  // file that is not a regular file of at most kMaxCacheEntryBytes is a miss (store replaces it).
+  // The mutex guards only the in-memory state: dependency checks and file reads run without it,
+  // so a file that stalls (a FIFO, a slow disk) can never stall other threads' compiles.
   std::shared_ptr<const Program> lookup(const std::string& key);
-  // Keeps `record` in memory and, when the disk side is on, writes it atomically.
+  // Keeps `record` in memory and, when the disk side is on, writes it atomically (temporary file,
+  // then rename; the mutex is not held while writing). A failed or short write removes the
+  // temporary file; only errors that say the directory itself is unusable turn the disk side off.
   void store(const std::string& key, detail::CacheRecord record);
   CacheInfo info() const;
   std::uint64_t clear();
 
  private:
   std::string entry_path(const std::string& key) const;
-  bool ensure_directory();            // false (after one warning) when the disk is unusable
-  void disable_disk(const std::string& why);
+  // Mutex held for both. ensure_directory is false when the disk side is off; the first time
+  // it finds the directory unusable it turns it off and fills `warning`. disable_disk returns
+  // the warning to give (empty when the disk side was already off). Warnings are given after
+  // the mutex is released (a warning handler may compile).
+  bool ensure_directory(std::string& warning);
+  std::string disable_disk(const std::string& why);
   void write_entry(const std::string& key, const detail::CacheRecord& record);
   void evict_if_needed(const std::string& keep);
-  void remember(const std::string& key, detail::CacheRecord record);
+  void remember(const std::string& key, detail::CacheRecord record);  // mutex held
 
   CacheConfig config_;
   std::string entries_dir_;  // <directory>/v1
   mutable std::mutex mutex_;
+  // Guarded by mutex_:
   bool disk_ok_;
   bool dir_checked_ = false;
-  std::unordered_map<std::string, detail::CacheRecord> memory_;
+  // Records are shared and immutable: a lookup takes one out under the mutex and checks its
+  // dependencies after letting go of it.
+  std::unordered_map<std::string, std::shared_ptr<const detail::CacheRecord>> memory_;
 };
 
 }  // namespace jitbridge

@@ -12,6 +12,11 @@ namespace jitbridge {
 
 class Program;
 
+// The largest cache entry file jitbridge reads or writes (256 MiB, far above any compiled program
+// with its PTX and log). A bigger file where an entry should be is a miss, never read; a program
+// whose entry would be bigger is kept in memory only.
+inline constexpr std::uint64_t kMaxCacheEntryBytes = std::uint64_t{256} << 20;
+
 struct CacheConfig {
   bool disk = true;                 // JITBRIDGE_CACHE=0 turns it off
   std::string directory;            // JITBRIDGE_CACHE_DIR, else $XDG_CACHE_HOME/jitbridge, else ~/.cache/jitbridge
@@ -31,7 +36,10 @@ struct CacheInfo {
 // Memory + disk cache of compiled programs. All methods are thread-safe; several processes may
 // share one directory (entries are written to a temporary file and renamed into place).
 // Nothing here throws for a bad or unwritable directory: the disk side turns itself off with
-// one warning on stderr and the memory side keeps working.
+// one warning on stderr and the memory side keeps working. A damaged entry, or anything that is
+// not a regular file where an entry should be (a FIFO, a symlink, a device, a directory, a file
+// over kMaxCacheEntryBytes), is a miss that never blocks and never turns the disk side off; the
+// next store replaces it. A full disk or file size limit skips that one entry.
 class Cache {
  public:
   explicit Cache(CacheConfig config);
