@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "arrays.hpp"
+#include "checked_args.hpp"
 #include "jitbridge/streams.hpp"
 #include "jitbridge/launch.hpp"
 #include "kernels.hpp"
@@ -69,29 +70,35 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
     }
     case ScalarClass::integer: {
       long long value = 0;
-      if (PyLong_CheckExact(o) && read_int64(o, value)) {  // the common case, without __index__
+      if (PyLong_CheckExact(o) && int64_argument(o, value)) {  // the common case, without __index__
         v.kind = ArgValue::Kind::signed_integer;
         v.i = value;
         return;
       }
       PyErr_Clear();
       py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
-      if (!as_int) raise_now();
+      if (!as_int)
+        raise_from_current(PyExc_TypeError,
+                           fmt::format("{}: argument {}: __index__() of the {} failed", kernel, i, type_name_keeping_error(o)));
       int overflow = 0;
       value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
-      if (value == -1 && PyErr_Occurred()) raise_now();
+      if (value == -1 && !overflow && PyErr_Occurred()) raise_now();
+      auto too_big = [&] {  // describe(): str() of a huge int can fail (its digit limit), this must not
+        const std::string message = fmt::format("{}: argument {}: {} does not fit in any integer parameter", kernel, i,
+                                                describe(as_int.ptr()));
+        PyErr_SetString(PyExc_OverflowError, message.c_str());
+        raise_now();
+      };
       if (overflow > 0) {
         unsigned long long u = PyLong_AsUnsignedLongLong(as_int.ptr());
-        if (PyErr_Occurred()) {
+        if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
           PyErr_Clear();
-          PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
-          raise_now();
+          too_big();
         }
         v.kind = ArgValue::Kind::unsigned_integer;
         v.u = u;
       } else if (overflow < 0) {
-        PyErr_Format(PyExc_OverflowError, "%s: argument %zu: %S does not fit in any integer parameter", kernel, i, o);
-        raise_now();
+        too_big();
       } else {
         v.kind = ArgValue::Kind::signed_integer;
         v.i = value;
@@ -100,7 +107,9 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
     }
     case ScalarClass::floating: {
       double d = PyFloat_AsDouble(o);
-      if (d == -1.0 && PyErr_Occurred()) raise_now();
+      if (d == -1.0 && PyErr_Occurred())
+        raise_from_current(PyExc_TypeError,
+                           fmt::format("{}: argument {}: float() of the {} failed", kernel, i, type_name_keeping_error(o)));
       v.kind = ArgValue::Kind::floating;
       v.f = d;
       return;
@@ -459,7 +468,7 @@ ScalarClass classify_scalar(PyObject* o) {
   return ScalarClass::other;
 }
 
-bool read_int64(PyObject* o, long long& v) {
+bool int64_argument(PyObject* o, long long& v) {
   int overflow = 0;
 #if PY_VERSION_HEX >= 0x030C0000
   // Most launch ints are small: read in place (CPython keeps values below 2**30 compact).
@@ -504,38 +513,38 @@ Dim3 parse_dim3(py::handle value, const char* what) {
     return true;
   };
   {
-    Dim3 d;
+    Dim3 fast;
     PyObject* o = value.ptr();
-    if (small(o, d.x)) return d;
+    if (small(o, fast.x)) return fast;
     if (PyTuple_CheckExact(o)) {
       const Py_ssize_t n = PyTuple_GET_SIZE(o);
-      if (n >= 1 && n <= 3 && small(PyTuple_GET_ITEM(o, 0), d.x) && (n < 2 || small(PyTuple_GET_ITEM(o, 1), d.y)) &&
-          (n < 3 || small(PyTuple_GET_ITEM(o, 2), d.z)))
-        return d;
+      if (n >= 1 && n <= 3 && small(PyTuple_GET_ITEM(o, 0), fast.x) &&
+          (n < 2 || small(PyTuple_GET_ITEM(o, 1), fast.y)) && (n < 3 || small(PyTuple_GET_ITEM(o, 2), fast.z)))
+        return fast;
     }
   }
-  auto one = [&](py::handle item, const char* axis) -> unsigned {
-    if (PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr()))
-      throw py::type_error(fmt::format("{}: {} must be an int, got {}", what, axis, type_name(item)));
-    long long v = py::reinterpret_steal<py::int_>(PyNumber_Index(item.ptr())).cast<long long>();
-    if (v < 1 || v > 0xffffffffll)
-      throw py::value_error(fmt::format("{}: {} = {} is out of range (1 to 2**32-1)", what, axis, v));
-    return static_cast<unsigned>(v);
+  Dim3 d;
+  // Each item read once, through int_arg; a list is copied into a tuple first, so an item's
+  // __index__ that changes the list cannot change what the later items are.
+  auto one = [what](PyObject* item, const char* axis) -> unsigned {
+    return static_cast<unsigned>(int_arg(item, Subject(what, ": ", axis), 1, 0xffffffffll, [&](const std::string& v) {
+      return fmt::format("{}: {} = {} is out of range (1 to 2**32-1)", what, axis, v);
+    }));
   };
   if (PyTuple_Check(value.ptr()) || PyList_Check(value.ptr())) {
-    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
-    if (seq.size() < 1 || seq.size() > 3)
-      throw py::value_error(fmt::format("{}: expected 1 to 3 dimensions, got {}", what, seq.size()));
-    Dim3 d;
-    d.x = one(seq[0], "x");
-    if (seq.size() > 1) d.y = one(seq[1], "y");
-    if (seq.size() > 2) d.z = one(seq[2], "z");
+    const py::tuple items = PyTuple_Check(value.ptr()) ? py::reinterpret_borrow<py::tuple>(value)
+                                                       : py::reinterpret_steal<py::tuple>(PyList_AsTuple(value.ptr()));
+    if (!items) throw py::error_already_set();
+    const Py_ssize_t n = PyTuple_GET_SIZE(items.ptr());
+    if (n < 1 || n > 3) throw py::value_error(fmt::format("{}: expected 1 to 3 dimensions, got {}", what, n));
+    static const char* const axes[] = {"x", "y", "z"};
+    unsigned* out[] = {&d.x, &d.y, &d.z};
+    for (Py_ssize_t i = 0; i < n; ++i) *out[i] = one(PyTuple_GET_ITEM(items.ptr(), i), axes[i]);
     return d;
   }
   if (!PyIndex_Check(value.ptr()) || PyBool_Check(value.ptr()))
     throw py::type_error(fmt::format("{}: expected an int or a tuple of up to 3 ints, got {}", what, type_name(value)));
-  Dim3 d;
-  d.x = one(value, "x");
+  d.x = one(value.ptr(), "x");
   return d;
 }
 

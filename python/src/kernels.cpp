@@ -2,7 +2,10 @@
 // (tp_call straight into launch_from_python, no pybind11 dispatch per launch).
 #include <fmt/format.h>
 
+#include <climits>
+
 #include "arrays.hpp"
+#include "checked_args.hpp"
 #include "jitbridge/streams.hpp"
 #include "kernels.hpp"
 #include "launch_profile.hpp"
@@ -38,31 +41,37 @@ PyObject* translate() {
 }
 
 struct Options {
-  PyObject* stream = nullptr;
+  py::object stream;  // the stream= object (held: a keyword's dict may change while arguments convert); empty: none
 };
 
+// Dynamic shared memory in bytes (shared_mem=, or k[grid, block, stream, shared_mem]): an int from 0
+// to 2**32-1, what cuLaunchKernel's unsigned int takes.
+std::size_t parse_shared_mem(PyObject* value) {
+  return static_cast<std::size_t>(int_arg(value, {"shared_mem"}, 0, 0xffffffffll, [](const std::string& v) {
+    return v[0] == '-' ? fmt::format("shared_mem: {} is negative", v)
+                       : fmt::format("shared_mem: {} bytes is out of range (0 to 2**32-1)", v);
+  }));
+}
+
 // shared_mem=, stream=, cluster=, cooperative=, programmatic_dependent= (keyword only): one of them.
+// The name is compared as a str (no UTF-8 form needed: a key with a lone surrogate is just unknown).
 void apply_keyword(PyObject* key, PyObject* value, LaunchConfig& c, Options& o) {
-  const char* k = PyUnicode_AsUTF8(key);
-  if (!k) throw py::error_already_set();
-  std::string_view name(k);
-  if (name == "shared_mem") {
-    if (PyBool_Check(value) || !PyIndex_Check(value))
-      throw py::type_error(fmt::format("shared_mem: expected an int (bytes), got {}", type_name(value)));
-    long long v = py::reinterpret_borrow<py::int_>(value).cast<long long>();
-    if (v < 0) throw py::value_error(fmt::format("shared_mem: {} is negative", v));
-    c.shared_mem = static_cast<std::size_t>(v);
-  } else if (name == "stream") {
-    o.stream = value;
-  } else if (name == "cluster") {
+  auto is = [key](const char* name) { return PyUnicode_CompareWithASCIIString(key, name) == 0; };
+  if (!PyUnicode_Check(key)) {
+    throw py::type_error(fmt::format("keyword names must be str, got {}", type_name(key)));
+  } else if (is("shared_mem")) {
+    c.shared_mem = parse_shared_mem(value);
+  } else if (is("stream")) {
+    o.stream = py::reinterpret_borrow<py::object>(value);
+  } else if (is("cluster")) {
     if (value != Py_None) c.cluster = parse_dim3(value, "cluster");
-  } else if (name == "cooperative") {
-    c.cooperative = PyObject_IsTrue(value) == 1;
-  } else if (name == "programmatic_dependent") {
-    c.programmatic_dependent = PyObject_IsTrue(value) == 1;
+  } else if (is("cooperative")) {
+    c.cooperative = flag_arg(value, {"cooperative"});
+  } else if (is("programmatic_dependent")) {
+    c.programmatic_dependent = flag_arg(value, {"programmatic_dependent"});
   } else {
-    throw py::type_error(fmt::format("unexpected keyword argument '{}' (expected shared_mem, stream, cluster, "
-                                     "cooperative, programmatic_dependent)", name));
+    throw py::type_error(fmt::format("unexpected keyword argument {} (expected shared_mem, stream, cluster, "
+                                     "cooperative, programmatic_dependent)", describe(key)));
   }
 }
 
@@ -74,9 +83,15 @@ struct Keywords {
   PyObject* const* values = nullptr;
   void apply(LaunchConfig& c, Options& o) const {
     if (dict) {
+      // PyDict_Next lends its key and value: held here while apply_keyword runs Python code (an
+      // __index__, a __bool__) that might change the dict.
       PyObject *key, *value;
       Py_ssize_t pos = 0;
-      while (PyDict_Next(dict, &pos, &key, &value)) apply_keyword(key, value, c, o);
+      while (PyDict_Next(dict, &pos, &key, &value)) {
+        const py::object held_key = py::reinterpret_borrow<py::object>(key);
+        const py::object held_value = py::reinterpret_borrow<py::object>(value);
+        apply_keyword(held_key.ptr(), held_value.ptr(), c, o);
+      }
     } else if (kwnames) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) apply_keyword(PyTuple_GET_ITEM(kwnames, i), values[i], c, o);
     }
@@ -130,10 +145,16 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     PyObject* seq = args[2];
     if (!PyTuple_Check(seq) && !PyList_Check(seq))
       throw py::type_error(fmt::format("args: expected a tuple or list of kernel arguments, got {}", type_name(seq)));
+    // The arguments as a tuple: converting them runs Python code (properties, __dlpack__, __index__)
+    // that may change a list, whose item array must then not be read any more. A tuple's items
+    // cannot change; the caller holds it for the call.
+    const py::tuple items = PyTuple_Check(seq) ? py::reinterpret_borrow<py::tuple>(seq)
+                                               : py::reinterpret_steal<py::tuple>(PyList_AsTuple(seq));
+    if (!items) throw py::error_already_set();
     Options o;
     keywords.apply(c, o);
     launch_profile::mark(launch_profile::parsed);
-    launch_from_python(k, c, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), o.stream);
+    launch_from_python(k, c, &PyTuple_GET_ITEM(items.ptr(), 0), PyTuple_GET_SIZE(items.ptr()), o.stream.ptr());
     Py_RETURN_NONE;
   } catch (...) {
     return translate();
@@ -147,10 +168,10 @@ PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t na
     const ConfiguredKernel& ck = self_of<ConfiguredKernel>(self);
     LaunchConfig c = ck.config;
     Options o;
-    o.stream = ck.stream.is_none() ? nullptr : ck.stream.ptr();
+    if (!ck.stream.is_none()) o.stream = ck.stream;
     keywords.apply(c, o);
     launch_profile::mark(launch_profile::parsed);
-    launch_from_python(*ck.core, c, args, nargs, o.stream);
+    launch_from_python(*ck.core, c, args, nargs, o.stream.ptr());
     Py_RETURN_NONE;
   } catch (...) {
     return translate();
@@ -207,6 +228,14 @@ py::dict attributes(const KernelObject& k) {
   return out;
 }
 
+// A thread count for the occupancy queries (block_size=, block_size_limit=): an int from `lo` to
+// 2**31-1 (the driver's int).
+int block_size_arg(PyObject* value, const char* what, int lo) {
+  return static_cast<int>(int_arg(value, {what}, lo, INT_MAX, [what, lo](const std::string& v) {
+    return fmt::format("{}: {} is out of range ({} to 2**31-1)", what, v, lo);
+  }));
+}
+
 // The benchmark entry points' grid and block (a default configuration otherwise).
 LaunchConfig grid_and_block(py::handle grid, py::handle block) {
   LaunchConfig c;
@@ -251,7 +280,8 @@ void bind_kernels(py::module_& m) {
         for (const std::string& n : mo.loaded().kernel_names()) out.append(text(n));
         return out;
       })
-      .def("_global", [](const ModuleObject& mo, const std::string& name) {
+      .def("_global", [](const ModuleObject& mo, const StrArg& name_obj) {
+        const std::string name = text_arg(name_obj, "name");
         const Module& mod = mo.loaded();
         auto [ptr, size] = mod.global(name, Device::get(current_device()));
         return py::make_tuple(static_cast<std::uintptr_t>(ptr), size, current_device());
@@ -260,7 +290,8 @@ void bind_kernels(py::module_& m) {
   py::class_<KernelObject>(m, "_Kernel", py::custom_type_setup([](PyHeapTypeObject* heap) {
                              set_up_vectorcall(heap, call_into<launch_kernel>);
                            }))
-      .def(py::init([](std::shared_ptr<ModuleObject> module, const std::string& name) {
+      .def(py::init([](std::shared_ptr<ModuleObject> module, const StrArg& name_obj) {
+             const std::string name = text_arg(name_obj, "name");
              KernelObject k;
              k.module = std::move(module);
              k.name = name;
@@ -306,21 +337,24 @@ void bind_kernels(py::module_& m) {
       }, "The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.")
       .def_property_readonly("attributes", &attributes)
       .def("max_active_blocks_per_sm",
-           [](const KernelObject& k, int block_size, std::size_t shared_mem) {
+           [](const KernelObject& k, const IndexArg& block_size, const IndexArg& shared_mem) {
+             const int threads = block_size_arg(block_size.ptr(), "block_size", 1);
+             const std::size_t bytes = parse_shared_mem(shared_mem.ptr());
              const Device& d = Device::get(current_device());
              int blocks = 0;
-             check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_here(k, d), block_size,
-                                                                         shared_mem),
+             check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_here(k, d), threads, bytes),
                    "cuOccupancyMaxActiveBlocksPerMultiprocessor");
              return blocks;
            },
            py::arg("block_size"), py::arg("shared_mem") = 0)
       .def("suggest_block_size",
-           [](const KernelObject& k, std::size_t shared_mem, int block_size_limit) {
+           [](const KernelObject& k, const IndexArg& shared_mem, const IndexArg& block_size_limit) {
+             const std::size_t bytes = parse_shared_mem(shared_mem.ptr());
+             const int limit = block_size_arg(block_size_limit.ptr(), "block_size_limit", 0);
              const Device& d = Device::get(current_device());
              int min_grid = 0, block = 0;
-             check(driver().cuOccupancyMaxPotentialBlockSize(&min_grid, &block, function_here(k, d), nullptr,
-                                                             shared_mem, block_size_limit),
+             check(driver().cuOccupancyMaxPotentialBlockSize(&min_grid, &block, function_here(k, d), nullptr, bytes,
+                                                             limit),
                    "cuOccupancyMaxPotentialBlockSize");
              return py::make_tuple(min_grid, block);
            },
@@ -349,22 +383,19 @@ void bind_kernels(py::module_& m) {
              return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));
            })
       .def("__getitem__", [](py::object self, py::object config) {
-        const KernelObject& k = self.cast<const KernelObject&>();
-        py::tuple t = py::isinstance<py::tuple>(config) ? py::reinterpret_borrow<py::tuple>(config) : py::make_tuple(config);
-        if (t.size() < 2 || t.size() > 4)
+        KernelObject& k = self_of<KernelObject>(self.ptr());
+        const py::tuple t = PyTuple_Check(config.ptr()) ? py::reinterpret_borrow<py::tuple>(config) : py::make_tuple(config);
+        const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(t.ptr()));
+        if (n < 2 || n > 4)
           throw py::type_error(fmt::format("{}[grid, block] or [grid, block, stream] or [grid, block, stream, shared_mem]; "
-                                           "got {} item(s)", k.name, t.size()));
+                                           "got {} item(s)", k.name, n));
         ConfiguredKernel ck;
         ck.kernel = self;
-        ck.core = const_cast<KernelObject*>(&k);
-        ck.config.grid = parse_dim3(t[0], "grid");
-        ck.config.block = parse_dim3(t[1], "block");
-        ck.stream = t.size() > 2 ? py::reinterpret_borrow<py::object>(t[2]) : py::none();
-        if (t.size() > 3) {
-          long long shared = t[3].cast<long long>();
-          if (shared < 0) throw py::value_error("shared_mem: negative");
-          ck.config.shared_mem = static_cast<std::size_t>(shared);
-        }
+        ck.core = &k;
+        ck.config.grid = parse_dim3(PyTuple_GET_ITEM(t.ptr(), 0), "grid");
+        ck.config.block = parse_dim3(PyTuple_GET_ITEM(t.ptr(), 1), "block");
+        ck.stream = n > 2 ? py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(t.ptr(), 2)) : py::none();
+        if (n > 3) ck.config.shared_mem = parse_shared_mem(PyTuple_GET_ITEM(t.ptr(), 3));
         return ck;
       })
       .def("__repr__", [](const KernelObject& k) {
@@ -389,7 +420,10 @@ void bind_kernels(py::module_& m) {
         "Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).");
 
   m.def("synchronize", [](py::object device) {
-    int ordinal = device.is_none() ? current_device() : device.cast<int>();
+    const int ordinal = device.is_none() ? current_device()
+                                         : static_cast<int>(int_arg(device.ptr(), {"device"}, 0, INT_MAX, [](const std::string& v) {
+                                             return fmt::format("device: {} is not a device ordinal (0 or more)", v);
+                                           }));
     const Device& d = Device::get(ordinal);
     ContextGuard guard(d);
     CUresult rc;

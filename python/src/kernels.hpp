@@ -60,6 +60,8 @@ struct ConfiguredKernel {
 // Launches `k` with `args` (Python objects). `stream_obj` is the explicit stream= (None: the
 // consumer-stream rule). Returns nothing; raises Python exceptions (TypeError, OverflowError,
 // ValueError, BufferError, LaunchError, NoDriverError) with the Python error set. GIL held.
+// `args` must stay valid while Python code runs (converting an argument does): a tuple's items or
+// a vectorcall's argument array, never a list's item array (a property could resize the list).
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* stream_obj);
 // Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
@@ -112,9 +114,12 @@ enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other 
 ScalarClass classify_scalar(PyObject* o);
 // An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
 // through __index__. False, with the Python error (if any) left set, otherwise.
-bool read_int64(PyObject* o, long long& v);
+bool int64_argument(PyObject* o, long long& v);
 
-// grid=/block=/cluster= values: an int or a tuple of up to 3 ints, each >= 1.
+// grid=/block=/cluster= values: an int or a tuple (or list) of up to 3 ints, each from 1 to
+// 2**32-1 (NumPy integers and other __index__ objects too). Throws TypeError (not an int; an
+// __index__ raising TypeError), ValueError (out of range, also beyond int64; a wrong number of
+// dimensions) naming `what` and the axis; another exception from an __index__ propagates.
 Dim3 parse_dim3(py::handle value, const char* what);
 // The same, answered from `memo` when `value` is the object parsed last (and remembered there
 // when it is an int or a tuple of ints).

@@ -88,7 +88,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
       case Kind::integer:
       case Kind::index_integer: {
         long long v = 0;
-        if (!read_int64(obj, v)) return decline();
+        if (!int64_argument(obj, v)) return decline();
         if (a.is_signed ? !signed_fits(v, a.size) : (v < 0 || !unsigned_fits(static_cast<std::uint64_t>(v), a.size)))
           return decline();
         std::memcpy(slot, &v, a.size);  // little-endian: the low bytes
@@ -118,7 +118,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
         double x;
         if (a.from_integer) {
           long long v = 0;
-          if (!read_int64(obj, v)) return decline();
+          if (!int64_argument(obj, v)) return decline();
           x = static_cast<double>(v);
         } else {
           x = PyFloat_CheckExact(obj) ? PyFloat_AS_DOUBLE(obj) : PyFloat_AsDouble(obj);
