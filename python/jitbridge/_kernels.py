@@ -32,8 +32,10 @@ class RawKernel(_core._Kernel):
 
     def __init__(self, code, name, options=(), name_expressions=None, *, headers=None, include_paths=(),
                  arch=None, program_name="kernel.cu"):
-        exprs = tuple(name_expressions) if name_expressions is not None else ()
-        program = _core.compile(code, options=tuple(options), name_expressions=exprs, headers=headers,
+        # options and name_expressions go to compile() as given: it refuses a bare str (which
+        # tuple() would split into characters) and names the argument in every error.
+        exprs = name_expressions if name_expressions is not None else ()
+        program = _core.compile(code, options=options, name_expressions=exprs, headers=headers,
                                 include_paths=include_paths, arch=arch, program_name=program_name)
         super().__init__(_core._Module(program), name)
 
@@ -75,8 +77,8 @@ class RawModule:
         if (code is None) == (path is None):
             raise TypeError("RawModule: give exactly one of code= and path=")
         if code is not None:
-            exprs = tuple(name_expressions) if name_expressions is not None else ()
-            program = _core.compile(code, options=tuple(options), name_expressions=exprs, headers=headers,
+            exprs = name_expressions if name_expressions is not None else ()
+            program = _core.compile(code, options=options, name_expressions=exprs, headers=headers,
                                     include_paths=include_paths, arch=arch, program_name=program_name)
             self._module = _core._Module(program)
         else:

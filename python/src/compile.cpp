@@ -5,25 +5,8 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "checked_args.hpp"
 #include "jitbridge/cache.hpp"
-
-// Parameter types that accept any object (compile_py checks them itself, for messages that name the
-// argument) but show a precise annotation in the signature help() prints.
-namespace jitbridge::python {
-inline int any_object(PyObject*) { return 1; }
-}  // namespace jitbridge::python
-
-#define JITBRIDGE_ANNOTATED_OBJECT(Cls, annotation)                                   \
-  namespace jitbridge::python {                                                       \
-  class Cls : public py::object {                                                     \
-   public:                                                                            \
-    PYBIND11_OBJECT_DEFAULT(Cls, py::object, any_object)                              \
-  };                                                                                  \
-  }                                                                                   \
-  template <>                                                                         \
-  struct pybind11::detail::handle_type_name<jitbridge::python::Cls> {                 \
-    static constexpr auto name = const_name(annotation);                              \
-  };
 
 JITBRIDGE_ANNOTATED_OBJECT(SourceArg, "str | bytes")
 JITBRIDGE_ANNOTATED_OBJECT(StrSequenceArg, "collections.abc.Sequence[str]")
@@ -31,7 +14,6 @@ JITBRIDGE_ANNOTATED_OBJECT(PathSequenceArg, "collections.abc.Sequence[str | os.P
 JITBRIDGE_ANNOTATED_OBJECT(HeadersArg, "collections.abc.Mapping[str, str | bytes] | None")
 JITBRIDGE_ANNOTATED_OBJECT(ArchArg, "str | None")
 JITBRIDGE_ANNOTATED_OBJECT(BoolArg, "bool")
-JITBRIDGE_ANNOTATED_OBJECT(StrArg, "str")
 #undef JITBRIDGE_ANNOTATED_OBJECT
 
 namespace jitbridge::python {
@@ -45,11 +27,17 @@ void reject_nul(const std::string& value, const std::string& what) {
   if (value.find('\0') != std::string::npos) throw py::value_error(what + ": contains a NUL character");
 }
 
-// str or bytes -> the bytes NVRTC gets (str as UTF-8).
-std::string source_text(py::handle obj, const std::string& what) {
-  if (PyBytes_Check(obj.ptr())) return obj.cast<std::string>();
-  if (PyUnicode_Check(obj.ptr())) return obj.cast<std::string>();
-  type_error(fmt::format("{}: expected str or bytes, got {}", what, type_name(obj)));
+// Whether `item`'s type has __fspath__ (as os.fspath asks); an error other than AttributeError
+// from the lookup propagates.
+bool has_fspath(py::handle item) {
+  PyObject* method = PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(item.ptr())), "__fspath__");
+  if (method) {
+    Py_DECREF(method);
+    return true;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+  PyErr_Clear();
+  return false;
 }
 
 // A list, tuple or other sequence (or an iterator) of str; a bare str is refused, since it would
@@ -61,17 +49,20 @@ std::vector<std::string> string_list(py::handle obj, const char* what, bool path
     type_error(fmt::format("{}: expected {}, got {}", what, expected, type_name(obj)));
   std::vector<std::string> out;
   std::size_t i = 0;
-  for (py::handle item : obj) {
+  for (py::handle item : obj) {  // the iterator holds each item while it is converted
+    const std::string name = fmt::format("{}[{}]", what, i);
     py::object value = py::reinterpret_borrow<py::object>(item);
-    if (paths && !PyUnicode_Check(item.ptr()) && PyObject_HasAttrString(item.ptr(), "__fspath__")) {
+    if (paths && !PyUnicode_Check(item.ptr()) && has_fspath(item)) {
       PyObject* path = PyOS_FSPath(item.ptr());
-      if (!path) throw py::error_already_set();
+      if (!path)
+        raise_from_current(PyExc_TypeError,
+                           fmt::format("{}: os.fspath() of the {} failed", name, type_name_keeping_error(item.ptr())));
       value = py::reinterpret_steal<py::object>(path);
     }
     if (!PyUnicode_Check(value.ptr()))
-      type_error(fmt::format("{}[{}]: expected str, got {}", what, i, type_name(value)));
-    out.push_back(value.cast<std::string>());
-    reject_nul(out.back(), fmt::format("{}[{}]", what, i));
+      type_error(fmt::format("{}: expected str, got {}", name, type_name(value)));
+    out.push_back(text_arg(value, name));
+    reject_nul(out.back(), name);
     ++i;
   }
   return out;
@@ -85,17 +76,17 @@ std::vector<Header> header_list(py::handle obj) {
   if (!PyDict_Check(obj.ptr()) && !py::isinstance(obj, mapping_abc))
     type_error(fmt::format("headers: expected a dict of str (name) to str (text), got {}", type_name(obj)));
   py::object items = obj.attr("items")();
-  for (py::handle item : items) {
-    py::tuple pair = py::reinterpret_borrow<py::tuple>(item);
-    py::handle name = pair[0], text_obj = pair[1];
+  for (py::handle item : items) {  // the iterator holds each (name, text) pair while it is converted
+    if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 2)
+      type_error(fmt::format("headers: items() must give (name, text) pairs, got a {}", type_name(item)));
+    py::handle name = PyTuple_GET_ITEM(item.ptr(), 0), text_obj = PyTuple_GET_ITEM(item.ptr(), 1);
     if (!PyUnicode_Check(name.ptr()))
-      type_error(fmt::format("headers: names must be str, got {} ({})", type_name(name),
-                             py::repr(name).cast<std::string>()));
+      type_error(fmt::format("headers: names must be str, got {} ({})", type_name(name), describe(name.ptr())));
     Header h;
-    h.name = name.cast<std::string>();
+    h.name = text_arg(name, "headers: a header name");
     if (!is_text(text_obj))
       type_error(fmt::format("headers['{}']: expected str or bytes, got {}", h.name, type_name(text_obj)));
-    h.text = text_obj.cast<std::string>();
+    h.text = text_arg(text_obj, fmt::format("headers['{}']", h.name), true);
     if (h.name.empty()) throw py::value_error("headers: a header name is empty");
     reject_nul(h.name, "headers: the name '" + h.name + "'");
     reject_nul(h.text, "headers['" + h.name + "']");
@@ -107,7 +98,7 @@ std::vector<Header> header_list(py::handle obj) {
 ProgramHandle compile_py(const SourceArg& code, const StrSequenceArg& options, const StrSequenceArg& name_expressions,
                          const HeadersArg& headers, const PathSequenceArg& include_paths, const ArchArg& arch,
                          const BoolArg& ptx, const StrArg& program_name) {
-  const std::string source = source_text(code, "code");
+  const std::string source = text_arg(code, "code", true);
   reject_nul(source, "code");
   CompileOptions o;
   o.options = string_list(options, "options");
@@ -117,13 +108,13 @@ ProgramHandle compile_py(const SourceArg& code, const StrSequenceArg& options, c
   if (!arch.is_none()) {
     if (!PyUnicode_Check(arch.ptr()))
       type_error(fmt::format("arch: expected str or None, got {}", type_name(arch)));
-    o.arch = arch.cast<std::string>();
+    o.arch = text_arg(arch, "arch");
   }
   if (!PyBool_Check(ptx.ptr())) type_error(fmt::format("ptx: expected bool, got {}", type_name(ptx)));
   o.ptx = ptx.ptr() == Py_True;
   if (!PyUnicode_Check(program_name.ptr()))
     type_error(fmt::format("program_name: expected str, got {}", type_name(program_name)));
-  o.program_name = program_name.cast<std::string>();
+  o.program_name = text_arg(program_name, "program_name");
   if (o.program_name.empty()) throw py::value_error("program_name: must not be empty");
   reject_nul(o.program_name, "program_name");
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "checked_args.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -151,7 +152,8 @@ void bind_program(py::module_& m) {
                              [](const ProgramHandle& h) { return h.program->origin != Origin::compiled; })
       .def(
           "kernel",
-          [](const ProgramHandle& h, const std::string& name) {
+          [](const ProgramHandle& h, const StrArg& name_obj) {
+            const std::string name = text_arg(name_obj, "name");
             const Kernel* k = h.program->find_kernel(name);
             if (!k)
               throw py::key_error(fmt::format("no kernel '{}' in this program; its kernels: {}", name,
@@ -161,7 +163,8 @@ void bind_program(py::module_& m) {
           py::arg("name"), "The kernel called `name` (its name or lowered name). KeyError if there is none.")
       .def(
           "lowered_name",
-          [](const ProgramHandle& h, const std::string& expr) {
+          [](const ProgramHandle& h, const StrArg& expr_obj) {
+            const std::string expr = text_arg(expr_obj, "name_expression");
             for (const auto& [given, lowered] : h.program->lowered_names)
               if (given == expr) return text(lowered);
             std::string given;
