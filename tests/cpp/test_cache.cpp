@@ -15,12 +15,14 @@
 #include <thread>
 
 #include "cache_internal.hpp"
+#include "fd_count.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
 
 extern char** environ;
 using namespace jitbridge;
+using jitbridge::testing::NoFdLeak;
 
 namespace {
 
@@ -79,6 +81,7 @@ struct CapturedWarnings {
 }  // namespace
 
 TEST_CASE("cache: miss, memory hit, then disk hit in a fresh cache") {
+  NoFdLeak fds;
   std::string dir = make_temp_dir();
   {
     Cache cache(disk_config(dir));
@@ -99,6 +102,7 @@ TEST_CASE("cache: miss, memory hit, then disk hit in a fresh cache") {
 }
 
 TEST_CASE("cache: everything that changes the binary changes the key") {
+  NoFdLeak fds;
   std::string dir = make_temp_dir();
   Cache cache(disk_config(dir));
   compile(kernel_source(1), opts(), &cache);
@@ -121,6 +125,7 @@ TEST_CASE("cache: everything that changes the binary changes the key") {
 }
 
 TEST_CASE("cache: editing an included header (nested, on disk) recompiles") {
+  NoFdLeak fds;
   std::string dir = make_temp_dir();
   std::string inc = make_temp_dir();
   ::mkdir((inc + "/sub").c_str(), 0700);
@@ -160,6 +165,7 @@ TEST_CASE("cache: record_dependencies leaves out toolkit and in-memory headers")
 }
 
 TEST_CASE("cache: damaged or foreign entries are misses that get replaced") {
+  NoFdLeak fds;
   std::string dir = make_temp_dir();
   { Cache c(disk_config(dir)); compile(kernel_source(7), opts(), &c); }
   auto files = entry_files(dir);
@@ -194,6 +200,7 @@ TEST_CASE("cache: damaged or foreign entries are misses that get replaced") {
 }
 
 TEST_CASE("cache: parse_record refuses every truncation of a valid entry") {
+  NoFdLeak fds;
   detail::CacheRecord r;
   auto p = std::make_shared<Program>();
   p->cubin = "binary";
@@ -210,6 +217,7 @@ TEST_CASE("cache: parse_record refuses every truncation of a valid entry") {
 }
 
 TEST_CASE("cache: the directory stays under its size bound, least recently used first") {
+  NoFdLeak fds;
   // Entry ages are set explicitly (no sleeping, no reliance on the file system's mtime resolution).
   std::string dir = make_temp_dir();
   std::map<int, std::string> file_of;  // variant -> its entry file
@@ -250,6 +258,7 @@ TEST_CASE("cache: the directory stays under its size bound, least recently used 
 }
 
 TEST_CASE("cache: an unusable directory falls back to memory with one warning") {
+  NoFdLeak fds;
   std::string base = make_temp_dir();
   spit(base + "/not-a-dir", "file");
   CapturedWarnings warnings;
@@ -263,6 +272,7 @@ TEST_CASE("cache: an unusable directory falls back to memory with one warning") 
 }
 
 TEST_CASE("cache: clear removes memory and disk entries") {
+  NoFdLeak fds;
   std::string dir = make_temp_dir();
   Cache cache(disk_config(dir));
   compile(kernel_source(300), opts(), &cache);
@@ -302,6 +312,7 @@ TEST_CASE("cache race child", "[.race-child]") {
 }
 
 TEST_CASE("cache: processes racing on one key never see a torn entry") {
+  NoFdLeak fds;
   std::string dir = make_temp_dir();
   std::string env_dir = "RACE_DIR=" + dir;
   std::vector<char*> env;

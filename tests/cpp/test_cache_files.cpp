@@ -16,9 +16,12 @@
 #include <thread>
 
 #include "cache_internal.hpp"
+#include "fd_count.hpp"
 #include "jitbridge/cache.hpp"
 
 using namespace jitbridge;
+using jitbridge::testing::NoFdLeak;
+using jitbridge::testing::open_fds;
 
 namespace {
 
@@ -27,22 +30,6 @@ std::string make_temp_dir() {
   REQUIRE(::mkdtemp(templ.data()));
   return templ;
 }
-
-// Open descriptors of this process (the directory stream's own one is counted each time alike).
-int open_fds() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-    ::closedir(d);
-  }
-  return n;
-}
-
-// Checks, when the test's scope ends, that it left no descriptor open.
-struct NoFdLeak {
-  int before = open_fds();
-  ~NoFdLeak() { CHECK(open_fds() == before); }
-};
 
 // Names in `dir` starting with `prefix`.
 int count_names(const std::string& dir, const std::string& prefix) {
