@@ -6,26 +6,13 @@
 
 #include "arrays.hpp"
 #include "checked_args.hpp"
+#include "initialised.hpp"
 #include "jitbridge/streams.hpp"
 #include "kernels.hpp"
 #include "launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {
-
-template <class T>
-T& self_of(PyObject* self) {
-  auto* inst = reinterpret_cast<py::detail::instance*>(self);
-  if (inst->simple_layout) {
-    // One pybind11 base (RawKernel(_Kernel) too): the value pointer sits in the instance itself,
-    // without the per-call type lookup get_value_and_holder() does.
-    if (!inst->simple_holder_constructed) throw py::type_error("the kernel object was not initialised (call __init__)");
-    return *static_cast<T*>(inst->simple_value_holder[0]);
-  }
-  auto vh = inst->get_value_and_holder();
-  if (!vh.holder_constructed()) throw py::type_error("the kernel object was not initialised (call __init__)");
-  return *vh.template value_ptr<T>();
-}
 
 // Translates the C++ exception being handled into the Python error (pybind11's translators,
 // jitbridge's included). For the raw C-API entry points below.
@@ -134,7 +121,7 @@ void inherit_vectorcall(py::handle cls, py::handle base) {
 PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
     launch_profile::mark(launch_profile::entry);
-    const KernelObject& k = self_of<KernelObject>(self);
+    const KernelObject& k = value_of<KernelObject>(self);
     if (nargs != 3)
       throw py::type_error(fmt::format("{}: call as kernel(grid, block, args, shared_mem=0, stream=None) or "
                                        "kernel[grid, block](*args); got {} positional arguments",
@@ -165,7 +152,7 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
     launch_profile::mark(launch_profile::entry);
-    const ConfiguredKernel& ck = self_of<ConfiguredKernel>(self);
+    const ConfiguredKernel& ck = value_of<ConfiguredKernel>(self);
     LaunchConfig c = ck.config;
     Options o;
     if (!ck.stream.is_none()) o.stream = ck.stream;
@@ -199,7 +186,7 @@ PyObject* call_into(PyObject* self, PyObject* args, PyObject* kwargs) {
 PyObject* prepared_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
     if (keywords.dict || keywords.kwnames) throw py::type_error("_Prepared takes no keyword arguments");
-    const PreparedLaunch& p = self_of<PreparedLaunch>(self);
+    const PreparedLaunch& p = value_of<PreparedLaunch>(self);
     if (nargs == 0) p.launch();
     else p.launch_exchanging(args, static_cast<std::size_t>(nargs));
     Py_RETURN_NONE;
@@ -267,10 +254,10 @@ void bind_kernels(py::module_& m) {
         if (mo->image.empty()) throw py::value_error("path: the file is empty");
         return mo;
       })
-      .def_property_readonly("program", [](const ModuleObject& mo) -> py::object {
+      .def_property_readonly("program", initialised([](const ModuleObject& mo) -> py::object {
         return mo.program.program ? py::cast(mo.program) : py::none();
-      })
-      .def("kernel_names", [](const ModuleObject& mo) {
+      }))
+      .def("kernel_names", initialised([](const ModuleObject& mo) {
         if (mo.program.program) {
           py::list out;
           for (const Kernel& k : mo.program.program->kernels) out.append(text(k.name));
@@ -279,13 +266,13 @@ void bind_kernels(py::module_& m) {
         py::list out;
         for (const std::string& n : mo.loaded().kernel_names()) out.append(text(n));
         return out;
-      })
-      .def("_global", [](const ModuleObject& mo, const StrArg& name_obj) {
+      }))
+      .def("_global", initialised([](const ModuleObject& mo, const StrArg& name_obj) {
         const std::string name = text_arg(name_obj, "name");
         const Module& mod = mo.loaded();
         auto [ptr, size] = mod.global(name, Device::get(current_device()));
         return py::make_tuple(static_cast<std::uintptr_t>(ptr), size, current_device());
-      });
+      }));
 
   py::class_<KernelObject>(m, "_Kernel", py::custom_type_setup([](PyHeapTypeObject* heap) {
                              set_up_vectorcall(heap, call_into<launch_kernel>);
@@ -309,18 +296,18 @@ void bind_kernels(py::module_& m) {
              return k;
            }),
            py::arg("module"), py::arg("name"))
-      .def_property_readonly("name", [](const KernelObject& k) { return text(k.name); })
-      .def_property_readonly("lowered_name", [](const KernelObject& k) {
+      .def_property_readonly("name", initialised([](const KernelObject& k) { return text(k.name); }))
+      .def_property_readonly("lowered_name", initialised([](const KernelObject& k) {
         return text(k.info ? k.info->lowered_name : k.name);
-      })
-      .def_property_readonly("signature", [](const KernelObject& k) -> py::object {
+      }))
+      .def_property_readonly("signature", initialised([](const KernelObject& k) -> py::object {
         return k.info && k.info->signature ? py::cast(*k.info->signature) : py::none();
-      })
-      .def_property_readonly("resources", [](const KernelObject& k) -> py::object {
+      }))
+      .def_property_readonly("resources", initialised([](const KernelObject& k) -> py::object {
         return k.info ? py::cast(k.info->resources) : py::none();
-      })
-      .def_property_readonly("_module", [](const KernelObject& k) { return k.module; })
-      .def_property_readonly("_shortcuts", [](const KernelObject& k) {
+      }))
+      .def_property_readonly("_module", initialised([](const KernelObject& k) { return k.module; }))
+      .def_property_readonly("_shortcuts", initialised([](const KernelObject& k) {
         static const char* kinds[] = {"exchange_array", "cupy_array",    "numba_array", "null_pointer",
                                       "integer",        "index_integer", "boolean",     "floating",
                                       "buffer"};
@@ -334,10 +321,10 @@ void bind_kernels(py::module_& m) {
           out.append(py::make_tuple(py::tuple(types), s->usable, py::tuple(how)));
         }
         return out;
-      }, "The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.")
-      .def_property_readonly("attributes", &attributes)
+      }), "The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.")
+      .def_property_readonly("attributes", initialised([](const KernelObject& k) { return attributes(k); }))
       .def("max_active_blocks_per_sm",
-           [](const KernelObject& k, const IndexArg& block_size, const IndexArg& shared_mem) {
+           initialised([](const KernelObject& k, const IndexArg& block_size, const IndexArg& shared_mem) {
              const int threads = block_size_arg(block_size.ptr(), "block_size", 1);
              const std::size_t bytes = parse_shared_mem(shared_mem.ptr());
              const Device& d = Device::get(current_device());
@@ -345,10 +332,10 @@ void bind_kernels(py::module_& m) {
              check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_here(k, d), threads, bytes),
                    "cuOccupancyMaxActiveBlocksPerMultiprocessor");
              return blocks;
-           },
+           }),
            py::arg("block_size"), py::arg("shared_mem") = 0)
       .def("suggest_block_size",
-           [](const KernelObject& k, const IndexArg& shared_mem, const IndexArg& block_size_limit) {
+           initialised([](const KernelObject& k, const IndexArg& shared_mem, const IndexArg& block_size_limit) {
              const std::size_t bytes = parse_shared_mem(shared_mem.ptr());
              const int limit = block_size_arg(block_size_limit.ptr(), "block_size_limit", 0);
              const Device& d = Device::get(current_device());
@@ -357,34 +344,36 @@ void bind_kernels(py::module_& m) {
                                                              limit),
                    "cuOccupancyMaxPotentialBlockSize");
              return py::make_tuple(min_grid, block);
-           },
+           }),
            py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0)
       .def("_raw_launch_batch",
-           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch, bool buffer_form) {
+           initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch,
+                          bool buffer_form) {
              return raw_launch_batch(k, grid_and_block(grid, block), args, batch, buffer_form);
-           },
+           }),
            py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"), py::arg("buffer_form") = false,
            "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "
            "(converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.")
       .def("_prepared",
-           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args) {
+           initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args) {
              return prepare_floor(k, grid_and_block(grid, block), args);
-           },
+           }),
            py::arg("grid"), py::arg("block"), py::arg("args"),
            "Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these "
            "arguments, converted, checked and packed once (no checks per call).")
       .def("_launch_phases",
-           [](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int n) {
+           initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int n) {
              return launch_phases(k, grid_and_block(grid, block), args, n);
-           },
+           }),
            py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("n"))
       .def("_pack",
-           [](const KernelObject& k, py::args args) {
+           initialised([](const KernelObject& k, py::args args) {
              return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));
-           })
+           }))
       .def("__getitem__", [](py::object self, py::object config) {
         KernelObject& k = self_of<KernelObject>(self.ptr());
-        const py::tuple t = PyTuple_Check(config.ptr()) ? py::reinterpret_borrow<py::tuple>(config) : py::make_tuple(config);
+        const py::tuple t =
+            PyTuple_Check(config.ptr()) ? py::reinterpret_borrow<py::tuple>(config) : py::make_tuple(config);
         const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(t.ptr()));
         if (n < 2 || n > 4)
           throw py::type_error(fmt::format("{}[grid, block] or [grid, block, stream] or [grid, block, stream, shared_mem]; "
@@ -398,19 +387,19 @@ void bind_kernels(py::module_& m) {
         if (n > 3) ck.config.shared_mem = parse_shared_mem(PyTuple_GET_ITEM(t.ptr(), 3));
         return ck;
       })
-      .def("__repr__", [](const KernelObject& k) {
+      .def("__repr__", initialised([](const KernelObject& k) {
         return fmt::format("<RawKernel {}{}>", k.name, k.info && k.info->signature ? k.info->signature->to_string() : "(...)");
-      });
+      }));
 
   py::class_<ConfiguredKernel>(m, "_Configured", py::custom_type_setup([](PyHeapTypeObject* heap) {
                                  set_up_vectorcall(heap, call_into<launch_configured>);
                                }))
-      .def_property_readonly("kernel", [](const ConfiguredKernel& ck) { return ck.kernel; })
-      .def("__repr__", [](const ConfiguredKernel& ck) {
+      .def_property_readonly("kernel", initialised([](const ConfiguredKernel& ck) { return ck.kernel; }))
+      .def("__repr__", initialised([](const ConfiguredKernel& ck) {
         const LaunchConfig& c = ck.config;
         return fmt::format("<{}[({}, {}, {}), ({}, {}, {})]>", ck.core->name, c.grid.x, c.grid.y, c.grid.z, c.block.x,
                            c.block.y, c.block.z);
-      });
+      }));
 
   py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
                                set_up_vectorcall(heap, call_into<prepared_entry>);
@@ -420,10 +409,11 @@ void bind_kernels(py::module_& m) {
         "Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).");
 
   m.def("synchronize", [](py::object device) {
+    auto not_ordinal = [](const std::string& v) {
+      return fmt::format("device: {} is not a device ordinal (0 or more)", v);
+    };
     const int ordinal = device.is_none() ? current_device()
-                                         : static_cast<int>(int_arg(device.ptr(), {"device"}, 0, INT_MAX, [](const std::string& v) {
-                                             return fmt::format("device: {} is not a device ordinal (0 or more)", v);
-                                           }));
+                                         : static_cast<int>(int_arg(device.ptr(), "device", 0, INT_MAX, not_ordinal));
     const Device& d = Device::get(ordinal);
     ContextGuard guard(d);
     CUresult rc;

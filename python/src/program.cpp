@@ -5,6 +5,7 @@
 
 #include "bindings.hpp"
 #include "checked_args.hpp"
+#include "initialised.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -61,109 +62,116 @@ std::string kernel_repr(const Kernel& k) {
 
 void bind_program(py::module_& m) {
   py::class_<Param>(m, "Param", "One kernel parameter, as the compiler sees it after macros and typedefs.")
-      .def_property_readonly("kind", [](const Param& p) { return kind_name(p.kind); },
+      .def_property_readonly("kind", initialised([](const Param& p) { return kind_name(p.kind); }),
                              "'pointer' or 'value'.")
-      .def_property_readonly("type", [](const Param& p) { return text(p.type); },
+      .def_property_readonly("type", initialised([](const Param& p) { return text(p.type); }),
                              "The pointee type for pointers, else the value type, without top-level "
                              "const: 'float', '__half', 'Params'.")
-      .def_readonly("is_const", &Param::is_const, "For pointers: whether the pointee is const.")
-      .def_readonly("size", &Param::size, "Bytes the parameter occupies in the argument buffer.")
-      .def_readonly("align", &Param::align, "Its alignment in the argument buffer.")
-      .def_property_readonly("spelling", [](const Param& p) { return text(p.spelling); },
+      .def_property_readonly("is_const", initialised_field(&Param::is_const),
+                             "For pointers: whether the pointee is const.")
+      .def_property_readonly("size", initialised_field(&Param::size),
+                             "Bytes the parameter occupies in the argument buffer.")
+      .def_property_readonly("align", initialised_field(&Param::align), "Its alignment in the argument buffer.")
+      .def_property_readonly("spelling", initialised([](const Param& p) { return text(p.spelling); }),
                              "The whole type as the compiler printed it: 'float const*'.")
-      .def("__repr__", [](const Param& p) {
+      .def("__repr__", initialised([](const Param& p) {
         return text(fmt::format("<Param {} {} size={} align={}>", kind_name(p.kind), p.spelling, p.size,
                                 p.align));
-      });
+      }));
 
   py::class_<Signature>(m, "Signature", "A kernel's parameters. str() gives '(float const*, __half*, int)'.")
-      .def_property_readonly("params", &params_of, "The parameters, as a tuple of Param.")
-      .def("__str__", [](const Signature& s) { return text(s.to_string()); })
-      .def("__repr__", [](const Signature& s) { return text("<Signature " + s.to_string() + ">"); })
-      .def("__len__", [](const Signature& s) { return s.params.size(); })
-      .def("__iter__", [](const Signature& s) { return py::iter(params_of(s)); })
+      .def_property_readonly("params", initialised([](const Signature& s) { return params_of(s); }),
+                             "The parameters, as a tuple of Param.")
+      .def("__str__", initialised([](const Signature& s) { return text(s.to_string()); }))
+      .def("__repr__", initialised([](const Signature& s) { return text("<Signature " + s.to_string() + ">"); }))
+      .def("__len__", initialised([](const Signature& s) { return s.params.size(); }))
+      .def("__iter__", initialised([](const Signature& s) { return py::iter(params_of(s)); }))
       .def(
           "__getitem__",
-          [](const Signature& s, const py::object& index) -> py::object {
+          initialised([](const Signature& s, const py::object& index) -> py::object {
             py::tuple params = params_of(s);
             return params[index];  // ints, negative ints and slices, as a tuple takes them
-          },
+          }),
           py::arg("index"));
 
   py::class_<Resources>(m, "Resources",
                         "What ptxas reported for one kernel. known is False for PTX-only builds "
                         "(compute_XX targets), and every count is 0 then.")
-      .def_readonly("known", &Resources::known)
-      .def_readonly("registers", &Resources::registers)
-      .def_readonly("barriers", &Resources::barriers)
-      .def_readonly("shared_bytes", &Resources::shared_bytes, "Static shared memory.")
-      .def_readonly("local_bytes", &Resources::local_bytes, "Stack frame.")
-      .def_readonly("const_bytes", &Resources::const_bytes, "cmem[0]: kernel parameters and constants.")
-      .def_readonly("spill_store_bytes", &Resources::spill_store_bytes)
-      .def_readonly("spill_load_bytes", &Resources::spill_load_bytes)
-      .def("as_dict", &resources_dict, "The fields as a dict.")
-      .def("__repr__", [](const Resources& r) {
+      .def_property_readonly("known", initialised_field(&Resources::known))
+      .def_property_readonly("registers", initialised_field(&Resources::registers))
+      .def_property_readonly("barriers", initialised_field(&Resources::barriers))
+      .def_property_readonly("shared_bytes", initialised_field(&Resources::shared_bytes), "Static shared memory.")
+      .def_property_readonly("local_bytes", initialised_field(&Resources::local_bytes), "Stack frame.")
+      .def_property_readonly("const_bytes", initialised_field(&Resources::const_bytes),
+                             "cmem[0]: kernel parameters and constants.")
+      .def_property_readonly("spill_store_bytes", initialised_field(&Resources::spill_store_bytes))
+      .def_property_readonly("spill_load_bytes", initialised_field(&Resources::spill_load_bytes))
+      .def("as_dict", initialised([](const Resources& r) { return resources_dict(r); }), "The fields as a dict.")
+      .def("__repr__", initialised([](const Resources& r) {
         if (!r.known) return std::string("<Resources unknown>");
         return fmt::format("<Resources regs={} smem={} lmem={} cmem={} spills={}/{} barriers={}>", r.registers,
                            r.shared_bytes, r.local_bytes, r.const_bytes, r.spill_store_bytes,
                            r.spill_load_bytes, r.barriers);
-      });
+      }));
 
   py::class_<KernelHandle>(m, "Kernel", "One kernel of a Program. Keeps its program alive.")
-      .def_property_readonly("name", [](const KernelHandle& k) { return text(k.kernel->name); },
+      .def_property_readonly("name", initialised([](const KernelHandle& k) { return text(k.kernel->name); }),
                              "extern \"C\" kernels: their name; templates: the name expression as given; "
                              "other C++ kernels: the qualified name ('ns::scale').")
-      .def_property_readonly("lowered_name", [](const KernelHandle& k) { return text(k.kernel->lowered_name); },
+      .def_property_readonly("lowered_name",
+                             initialised([](const KernelHandle& k) { return text(k.kernel->lowered_name); }),
                              "The symbol in the binary.")
       .def_property_readonly(
           "signature",
-          [](const KernelHandle& k) -> py::object {
+          initialised([](const KernelHandle& k) -> py::object {
             if (!k.kernel->signature) return py::none();
             return py::cast(*k.kernel->signature);
-          },
+          }),
           "The Signature, or None if the compiler could not be asked.")
-      .def_property_readonly("resources", [](const KernelHandle& k) { return k.kernel->resources; })
-      .def("__repr__", [](const KernelHandle& k) { return text(kernel_repr(*k.kernel)); });
+      .def_property_readonly("resources", initialised([](const KernelHandle& k) { return k.kernel->resources; }))
+      .def("__repr__", initialised([](const KernelHandle& k) { return text(kernel_repr(*k.kernel)); }));
 
   py::class_<ProgramHandle>(m, "Program", "An immutable compiled program, as returned by compile().")
-      .def_property_readonly("arch", [](const ProgramHandle& h) { return text(h.program->arch); },
+      .def_property_readonly("arch", initialised([](const ProgramHandle& h) { return text(h.program->arch); }),
                              "The target actually used: 'sm_90'.")
-      .def_property_readonly("program_name", [](const ProgramHandle& h) { return text(h.program_name); },
+      .def_property_readonly("program_name", initialised([](const ProgramHandle& h) { return text(h.program_name); }),
                              "The file name given to compile() (diagnostics refer to it).")
-      .def_property_readonly("cubin", [](const ProgramHandle& h) { return py::bytes(h.program->cubin); },
+      .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->cubin); }),
                              "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.")
-      .def_property_readonly("ptx", [](const ProgramHandle& h) { return text(h.program->ptx); },
+      .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(h.program->ptx); }),
                              "The PTX text when compiled with ptx=True or for a compute_XX target, else ''.")
-      .def_property_readonly("log", [](const ProgramHandle& h) { return text(h.program->log); },
+      .def_property_readonly("log", initialised([](const ProgramHandle& h) { return text(h.program->log); }),
                              "NVRTC's warnings ('' when there were none).")
       .def_property_readonly(
           "options",
-          [](const ProgramHandle& h) {
+          initialised([](const ProgramHandle& h) {
             const auto& o = h.program->options;
             py::tuple out(o.size());
             for (std::size_t i = 0; i < o.size(); ++i) out[i] = text(o[i]);
             return out;
-          },
+          }),
           "The options NVRTC was given, in order.")
-      .def_property_readonly("kernels", &kernels_of, "The user's kernels, as a tuple of Kernel, in binary order.")
-      .def_property_readonly("origin", [](const ProgramHandle& h) { return origin_name(h.program->origin); },
+      .def_property_readonly("kernels", initialised([](const ProgramHandle& h) { return kernels_of(h); }),
+                             "The user's kernels, as a tuple of Kernel, in binary order.")
+      .def_property_readonly("origin",
+                             initialised([](const ProgramHandle& h) { return origin_name(h.program->origin); }),
                              "'compiled', 'memory' (this process's cache) or 'disk' (the on-disk cache).")
       .def_property_readonly("from_cache",
-                             [](const ProgramHandle& h) { return h.program->origin != Origin::compiled; })
+                             initialised([](const ProgramHandle& h) { return h.program->origin != Origin::compiled; }))
       .def(
           "kernel",
-          [](const ProgramHandle& h, const StrArg& name_obj) {
+          initialised([](const ProgramHandle& h, const StrArg& name_obj) {
             const std::string name = text_arg(name_obj, "name");
             const Kernel* k = h.program->find_kernel(name);
             if (!k)
               throw py::key_error(fmt::format("no kernel '{}' in this program; its kernels: {}", name,
                                               kernel_names(*h.program)));
             return KernelHandle{h, k};
-          },
+          }),
           py::arg("name"), "The kernel called `name` (its name or lowered name). KeyError if there is none.")
       .def(
           "lowered_name",
-          [](const ProgramHandle& h, const StrArg& expr_obj) {
+          initialised([](const ProgramHandle& h, const StrArg& expr_obj) {
             const std::string expr = text_arg(expr_obj, "name_expression");
             for (const auto& [given, lowered] : h.program->lowered_names)
               if (given == expr) return text(lowered);
@@ -171,15 +179,15 @@ void bind_program(py::module_& m) {
             for (const auto& entry : h.program->lowered_names) given += (given.empty() ? "" : ", ") + entry.first;
             throw py::key_error(fmt::format("'{}' was not given as a name expression; given: {}", expr,
                                             given.empty() ? "none" : given));
-          },
+          }),
           py::arg("name_expression"),
           "The lowered (mangled) name of a name expression given to compile(). KeyError otherwise.")
-      .def("__repr__", [](const ProgramHandle& h) {
+      .def("__repr__", initialised([](const ProgramHandle& h) {
         const Program& p = *h.program;
         return text(fmt::format("<Program {} for {}: {} kernel{} ({}), {}>", h.program_name, p.arch,
                                 p.kernels.size(), p.kernels.size() == 1 ? "" : "s", kernel_names(p),
                                 origin_name(p.origin)));
-      });
+      }));
 }
 
 }  // namespace jitbridge::python
