@@ -88,7 +88,8 @@ inline bool flag_arg(PyObject* value, const Subject& name) {
 // surrogate, "\ud800") a ValueError "<name> is not valid text (UnicodeEncodeError: ...)".
 inline std::string text_arg(py::handle value, const Subject& name, bool bytes_too = false) {
   PyObject* o = value.ptr();
-  if (bytes_too && PyBytes_Check(o)) return std::string(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
+  if (bytes_too && PyBytes_Check(o))
+    return std::string(PyBytes_AS_STRING(o), static_cast<std::size_t>(PyBytes_GET_SIZE(o)));
   if (!PyUnicode_Check(o))
     throw py::type_error(fmt::format("{}: expected {}, got {}", name.text(), bytes_too ? "str or bytes" : "str",
                                      type_name(value)));
