@@ -103,6 +103,8 @@ class RawModule:
     def get_function(self, name):
         """The kernel called ``name`` (a name expression for templates) as a RawKernel.
         Raises KeyError listing the module's kernels when there is none."""
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected str, got {type(name).__name__}")
         k = self._functions.get(name)
         if k is None:
             k = RawKernel._from_module(self._module, name)
