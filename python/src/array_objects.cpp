@@ -58,7 +58,11 @@ py::dict view_cai_export(const ArrayViewObject& v) {
     d["strides"] = py::none();
   } else {
     py::tuple strides(v.view.strides.size());
-    for (std::size_t i = 0; i < v.view.strides.size(); ++i) strides[i] = v.view.strides[i] * item;
+    for (std::size_t i = 0; i < v.view.strides.size(); ++i) {
+      std::int64_t bytes = 0;  // fits for valid non-empty views; an empty view's strides may be anything
+      if (__builtin_mul_overflow(v.view.strides[i], item, &bytes)) strides[i] = py::int_(v.view.strides[i]) * py::int_(item);
+      else strides[i] = py::int_(bytes);
+    }
     d["strides"] = strides;
   }
   d["stream"] = stream_value(v.stream);
@@ -83,8 +87,7 @@ ArrayViewObject from_ptr(py::handle ptr_obj, py::handle shape_obj, py::handle dt
   const char* arg = "from_ptr";
   if (!PyLong_Check(ptr_obj.ptr()) || PyBool_Check(ptr_obj.ptr()))
     throw py::type_error(fmt::format("{}: ptr must be an int, got a {}", arg, type_name(ptr_obj)));
-  std::uintptr_t ptr = 0;
-  if (!address_value(ptr_obj.ptr(), ptr, arg)) throw py::value_error(fmt::format("{}: ptr is negative", arg));
+  const std::uintptr_t ptr = address_item(ptr_obj.ptr(), arg, "ptr");
   Dims shape = parse_shape(shape_obj, "from_ptr(shape)");
   DLDataType dtype = parse_dtype(dtype_obj, "from_ptr(dtype)");
   std::optional<DLDevice> device = parse_device(device_obj, "from_ptr(device)");
@@ -136,10 +139,8 @@ array API writes it: 1 is the legacy default stream, 2 the per-thread one).)");
       .def_property_readonly("ndim", [](const ArrayViewObject& v) { return v.view.ndim(); })
       .def_property_readonly("size", [](const ArrayViewObject& v) { return v.view.size(); })
       .def_property_readonly("itemsize", [](const ArrayViewObject& v) { return itemsize(v.view.dtype); })
-      .def_property_readonly("nbytes",
-                             [](const ArrayViewObject& v) {
-                               return static_cast<std::int64_t>(itemsize(v.view.dtype)) * v.view.size();
-                             })
+      .def_property_readonly("nbytes", [](const ArrayViewObject& v) { return v.view.nbytes(); },
+                             "size * itemsize, as NumPy counts it (a broadcast view counts every element).")
       .def_property_readonly("is_c_contiguous", [](const ArrayViewObject& v) { return v.view.is_c_contiguous(); })
       .def_property_readonly("obj", [](const ArrayViewObject& v) { return v.keepalive; },
                              "The object the view keeps alive (as_array's argument, from_ptr's owner), or None.")

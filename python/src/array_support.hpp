@@ -7,6 +7,7 @@
 #include <string>
 
 #include "arrays.hpp"
+#include "py_values.hpp"
 
 namespace jitbridge::python {
 
@@ -28,6 +29,8 @@ struct InternedNames {
   PyObject* mask = PyUnicode_InternFromString("mask");
   PyObject* stream = PyUnicode_InternFromString("stream");
   PyObject* ptr = PyUnicode_InternFromString("ptr");
+  PyObject* cuda_stream = PyUnicode_InternFromString("cuda_stream");
+  PyObject* cuda_stream_method = PyUnicode_InternFromString("__cuda_stream__");
   PyObject* device_id = PyUnicode_InternFromString("device_id");
   PyObject* dtype = PyUnicode_InternFromString("dtype");
   PyObject* str = PyUnicode_InternFromString("str");
@@ -42,13 +45,26 @@ const InternedNames& interned_names();
 
 // Sets `type` with `message` and throws py::error_already_set.
 [[noreturn]] void fail(PyObject* type, const std::string& message);
-// The producer raised: re-raise with `arg: ` in front for the common builtin types (the original
-// becomes __cause__), as is otherwise.
+// The producer raised (its __dlpack__, its __cuda_array_interface__ property, its exchange-API
+// function): the exception is the producer's and keeps its type. Exactly TypeError, ValueError,
+// OverflowError, BufferError, RuntimeError, AttributeError, IndexError or NotImplementedError is
+// re-raised as the same type with `arg: ` in front (the original becomes __cause__); other
+// exceptions (the producer's own classes, KeyboardInterrupt) propagate as they are, an Exception
+// with a note naming `arg` (Python 3.11+). A producer that failed without setting an error gets a
+// BufferError. Always throws py::error_already_set.
 [[noreturn]] void raise_producer_error(const char* arg);
-// A CAI integer field (not a bool); `what` names it in errors. Throws TypeError/ValueError.
-std::int64_t int_item(PyObject* v, const char* arg, const char* what);
-// A CAI tuple (or list) of ints into `out`. Throws TypeError/ValueError.
+
+// ---- __cuda_array_interface__ fields (cai_fields.cpp) ----------------------------------------------
+// Each converts a value the caller holds a strong reference to; converting may run its __index__ or
+// __bool__. Errors name "<arg>: <what>".
+// An integer field: an int or anything with __index__, never a bool. TypeError / OverflowError;
+// `index` >= 0 names the entry of a sequence.
+std::int64_t int_item(PyObject* v, const char* arg, const char* what, std::ptrdiff_t index = -1);
+// A tuple (or list: read from a copy) of at most kMaxNdim ints into `out`, named as
+// "__cuda_array_interface__ <what>". TypeError / ValueError / OverflowError.
 void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what);
+// An address: an int in [0, 2**64). ValueError when negative, OverflowError above.
+std::uintptr_t address_item(PyObject* v, const char* arg, const char* what);
 // The device of CUDA memory known only by its address (0 with one GPU; else the driver says).
 int cai_device(std::uintptr_t ptr, const char* arg);
 // An array described by CAI fields (address, shape, byte strides or NULL for C order, dtype) into
@@ -57,10 +73,12 @@ int cai_device(std::uintptr_t ptr, const char* arg);
 void fill_cai_view(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
                    const std::int64_t* strides_bytes, DLDataType dtype, CUstream producer, CUstream consumer,
                    ArrayView& view, const char* arg);
-
-// A Python int as an address or handle into `out`: false when it is negative; throws
-// py::value_error naming `arg` when it does not fit 64 bits.
-bool address_value(PyObject* v, std::uintptr_t& out, const char* arg);
+// A __cuda_array_interface__ dict (v0 to v3) into `view` for work on `consumer` (its "stream", if
+// any, ordered before it). Every field is taken as a strong reference before any is converted, so
+// a field whose conversion changes the dict is harmless. Throws TypeError / ValueError /
+// OverflowError / BufferError naming `arg`, InteropError (view_array translates it), and
+// NoDriverError / DriverError when the stream handshake needs the driver and it fails.
+void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const char* arg);
 
 // Incremented by every consumer_stream() call: memos keyed by it live for one launch / as_array.
 std::uint64_t call_generation() noexcept;

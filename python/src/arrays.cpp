@@ -106,7 +106,8 @@ thread_local std::uint64_t stream_generation = 1;
 
 // The DLTensor of the object framework_stream() looked at last, kept for view_exchange() within the
 // same consumer_stream() call, so the first array of a launch is asked once, not twice. Its shape
-// and strides stay valid meanwhile: the GIL is held and no Python code runs in between.
+// and strides are valid only until Python code runs (a property could resize the tensor), so it is
+// kept only for objs[0], which every caller views right after consumer_stream(), and used once.
 struct FirstTensorMemo {
   std::uint64_t generation = 0;
   PyObject* obj = nullptr;
@@ -114,15 +115,21 @@ struct FirstTensorMemo {
 };
 thread_local FirstTensorMemo first_tensor_memo;
 
+// A producer's C function returned `rc`: non-zero, or an error left set, raises it (named).
+void check_producer(int rc, const char* arg) {
+  if (rc != 0 || PyErr_Occurred()) raise_producer_error(arg);
+}
+
 DLDevice exchange_device(PyObject* obj, const DLPackExchangeAPI& api, const char* arg) {
   if (api.dltensor_from_py_object_no_sync) {
     DLTensor t{};
-    if (api.dltensor_from_py_object_no_sync(obj, &t) != 0) raise_producer_error(arg);
+    check_producer(api.dltensor_from_py_object_no_sync(obj, &t), arg);
     first_tensor_memo = {stream_generation, obj, t};
     return t.device;
   }
   DLManagedTensorVersioned* m = nullptr;
-  if (api.managed_tensor_from_py_object_no_sync(obj, &m) != 0 || !m) raise_producer_error(arg);
+  check_producer(api.managed_tensor_from_py_object_no_sync(obj, &m), arg);
+  if (!m) fail(PyExc_BufferError, fmt::format("{}: the producer returned a NULL DLPack tensor", arg));
   DLDevice d = m->dl_tensor.device;
   if (m->deleter) m->deleter(m);
   return d;
@@ -143,25 +150,26 @@ CUstream exchange_stream(const DLPackExchangeAPI& api, int device_id, const char
   StreamMemo& m = stream_memo;
   if (m.generation == stream_generation && m.api == &api && m.device == device_id) return m.stream;
   void* s = nullptr;
-  if (api.current_work_stream(kDLCUDA, device_id, &s) != 0) raise_producer_error(arg);
+  check_producer(api.current_work_stream(kDLCUDA, device_id, &s), arg);
   m = {stream_generation, &api, device_id, normalize_stream(static_cast<CUstream>(s))};
   return m.stream;
 }
 
 void view_exchange(PyObject* obj, const DLPackExchangeAPI& api, CUstream consumer, ArrayView& view, const char* arg) {
   if (api.dltensor_from_py_object_no_sync) {
-    const FirstTensorMemo& memo = first_tensor_memo;
+    FirstTensorMemo& memo = first_tensor_memo;
     if (memo.generation == stream_generation && memo.obj == obj) {
+      memo.obj = nullptr;  // used once
       fill_from_dltensor(memo.tensor, false, view, arg);
     } else {
-      DLTensor t;
-      if (api.dltensor_from_py_object_no_sync(obj, &t) != 0) raise_producer_error(arg);
+      DLTensor t{};
+      check_producer(api.dltensor_from_py_object_no_sync(obj, &t), arg);
       fill_from_dltensor(t, false, view, arg);
     }
   } else {
     DLManagedTensorVersioned* m = nullptr;
-    if (api.managed_tensor_from_py_object_no_sync(obj, &m) != 0) raise_producer_error(arg);
-    view = view_from_managed(m, arg);
+    check_producer(api.managed_tensor_from_py_object_no_sync(obj, &m), arg);
+    view = view_from_managed(m, arg);  // owns m: its deleter runs exactly once, also when refused
   }
   if (is_cuda(view.device)) {
     CUstream producer = exchange_stream(api, view.device.device_id, arg);
@@ -209,8 +217,8 @@ void view_dlpack(PyObject* obj, CUstream consumer, ArrayView& view, const char* 
     if (!PyTuple_Check(device) || PyTuple_GET_SIZE(device) != 2)
       fail(PyExc_TypeError, fmt::format("{}: __dlpack_device__() returned a {}, not a (device_type, device_id) tuple",
                                         arg, Py_TYPE(device)->tp_name));
-    const long type = PyLong_AsLong(PyTuple_GET_ITEM(device, 0));
-    if (type == -1 && PyErr_Occurred()) raise_producer_error(arg);
+    const py::object type_obj = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(device, 0));
+    const std::int64_t type = int_item(type_obj.ptr(), arg, "__dlpack_device__() device type");
     cuda = type == kDLCUDA || type == kDLCUDAManaged;
   }
   py::object stream = cuda ? py::object(py::int_(stream_to_int(consumer))) : py::object(py::none());
@@ -226,75 +234,6 @@ void view_dlpack(PyObject* obj, CUstream consumer, ArrayView& view, const char* 
   if (!capsule) raise_producer_error(arg);
   py::object owned = py::reinterpret_steal<py::object>(capsule);
   take_capsule(capsule, view, arg);
-}
-
-void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const char* arg) {
-  const InternedNames& k = interned_names();
-  if (!PyDict_Check(iface))
-    fail(PyExc_TypeError,
-         fmt::format("{}: __cuda_array_interface__ is a {}, not a dict", arg, Py_TYPE(iface)->tp_name));
-  auto item = [&](PyObject* key, const char* key_name, bool required) -> PyObject* {
-    PyObject* v = PyDict_GetItemWithError(iface, key);  // borrowed
-    if (!v && PyErr_Occurred()) throw py::error_already_set();
-    if (!v && required)
-      fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ has no '{}' key", arg, key_name));
-    return v;
-  };
-  PyObject* version_obj = item(k.version, "version", true);
-  PyObject* shape_obj = item(k.shape, "shape", true);
-  PyObject* typestr_obj = item(k.typestr, "typestr", true);
-  PyObject* data_obj = item(k.data, "data", true);
-  PyObject* strides_obj = item(k.strides, "strides", false);
-  PyObject* mask_obj = item(k.mask, "mask", false);
-  PyObject* stream_obj = item(k.stream, "stream", false);
-
-  const std::int64_t version = int_item(version_obj, arg, "'version'");
-  if (version > 3 || version < 0)
-    fail(PyExc_ValueError,
-         fmt::format("{}: __cuda_array_interface__ version {} is not supported (versions 0 to 3 are)", arg, version));
-  if (mask_obj && mask_obj != Py_None)
-    fail(PyExc_BufferError, fmt::format("{}: __cuda_array_interface__ has a mask; masked arrays are not supported", arg));
-  if (!PyUnicode_Check(typestr_obj))
-    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ 'typestr' is a {}, not a str", arg,
-                                      Py_TYPE(typestr_obj)->tp_name));
-  Py_ssize_t typestr_len = 0;
-  const char* typestr = PyUnicode_AsUTF8AndSize(typestr_obj, &typestr_len);
-  if (!typestr) throw py::error_already_set();
-
-  std::uintptr_t ptr = 0;
-  bool readonly = false;
-  if (data_obj != Py_None) {
-    if (!PyTuple_Check(data_obj) || PyTuple_GET_SIZE(data_obj) != 2)
-      fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ 'data' must be a (pointer, read_only) tuple", arg));
-    const std::int64_t p = int_item(PyTuple_GET_ITEM(data_obj, 0), arg, "'data' pointer");
-    if (p < 0) fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ data pointer is negative", arg));
-    ptr = static_cast<std::uintptr_t>(p);
-    const int ro = PyObject_IsTrue(PyTuple_GET_ITEM(data_obj, 1));
-    if (ro < 0) throw py::error_already_set();
-    readonly = ro != 0;
-  }
-  Dims shape, strides;
-  int_sequence(shape_obj, shape, arg, "shape");
-  const bool has_strides = strides_obj && strides_obj != Py_None;
-  if (has_strides) {
-    int_sequence(strides_obj, strides, arg, "strides");
-    if (strides.size() != shape.size())
-      fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ strides has {} entries for {} dimensions", arg,
-                                         strides.size(), shape.size()));
-  }
-  CUstream producer = consumer;
-  if (stream_obj && stream_obj != Py_None) {
-    const std::int64_t s = int_item(stream_obj, arg, "'stream'");
-    if (s == 0)
-      fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ stream 0 is not allowed (1 is the legacy "
-                                         "default stream, 2 the per-thread one)", arg));
-    if (s < 0) fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ stream {} is negative", arg, s));
-    producer = stream_from_int(static_cast<std::uintptr_t>(s));
-  }
-  // Validate fully before asking the driver anything.
-  const DLDataType dtype = dtype_from_typestr(std::string_view(typestr, static_cast<std::size_t>(typestr_len)), arg);
-  fill_cai_view(ptr, readonly, shape.data(), shape.size(), has_strides ? strides.data() : nullptr, dtype, producer,
-                consumer, view, arg);
 }
 
 void view_cai(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
@@ -355,31 +294,38 @@ bool view_own(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg
   fail(PyExc_TypeError, fmt::format("{}: the {} object is not initialised", arg, Py_TYPE(obj)->tp_name));
 }
 
+// obj.<name> as a new reference; null when it has no such attribute. Other errors its lookup
+// raised (a property, a __getattr__) are the producer's: raised, named.
+py::object optional_attr(PyObject* obj, PyObject* name, const char* arg) {
+  PyObject* v = PyObject_GetAttr(obj, name);
+  if (!v) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) raise_producer_error(arg);
+    PyErr_Clear();
+  }
+  return py::reinterpret_steal<py::object>(v);
+}
+
 // Objects of a type without a protocol may still carry one in their instance __dict__.
 bool view_instance(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
-  PyObject* iface = PyObject_GetAttr(obj, interned_names().cai);
-  if (iface) {
-    py::object owned = py::reinterpret_steal<py::object>(iface);
-    view_cai_dict(iface, consumer, view, arg);
+  if (py::object iface = optional_attr(obj, interned_names().cai, arg)) {
+    view_cai_dict(iface.ptr(), consumer, view, arg);
     return true;
   }
-  PyErr_Clear();
-  PyObject* dlpack = PyObject_GetAttr(obj, interned_names().dlpack);
-  if (dlpack) {
-    Py_DECREF(dlpack);
+  if (optional_attr(obj, interned_names().dlpack, arg)) {
     view_dlpack(obj, consumer, view, arg);
     return true;
   }
-  PyErr_Clear();
   return false;
 }
 
 std::uintptr_t stream_handle(PyObject* v, const char* arg, const char* what) {
   if (!PyLong_Check(v) || PyBool_Check(v))
     throw py::type_error(fmt::format("{}: {} is a {}, not an int", arg, what, Py_TYPE(v)->tp_name));
-  std::uintptr_t h = 0;
-  if (!address_value(v, h, arg)) throw py::value_error(fmt::format("{}: a stream handle cannot be negative", arg));
-  return h;
+  std::uint64_t h = 0;
+  const IntRead status = read_uint64(v, h);
+  if (status == IntRead::negative) throw py::value_error(fmt::format("{}: a stream handle cannot be negative", arg));
+  if (status != IntRead::ok) raise_int_error(status, v, Subject(arg, ": ", what));
+  return static_cast<std::uintptr_t>(h);
 }
 
 }  // namespace
@@ -397,76 +343,26 @@ const InternedNames& interned_names() {
 }
 
 [[noreturn]] void raise_producer_error(const char* arg) {
-  if (!PyErr_Occurred()) fail(PyExc_RuntimeError, fmt::format("{}: the producer failed without an exception", arg));
+  if (!PyErr_Occurred())
+    fail(PyExc_BufferError, fmt::format("{}: the producer failed without setting an exception", arg));
   py::error_already_set e;
-  for (PyObject* known : {PyExc_TypeError, PyExc_ValueError, PyExc_BufferError, PyExc_RuntimeError}) {
+  for (PyObject* known : {PyExc_TypeError, PyExc_ValueError, PyExc_OverflowError, PyExc_BufferError,
+                          PyExc_RuntimeError, PyExc_AttributeError, PyExc_IndexError, PyExc_NotImplementedError}) {
     if (e.type().ptr() == known) {
-      std::string message = fmt::format("{}: {}", arg, py::str(e.value()).cast<std::string>());
+      const std::string message = fmt::format("{}: {}", arg, exception_text(e.value().ptr()));
       py::raise_from(e, known, message.c_str());
       throw py::error_already_set();
     }
   }
+#if PY_VERSION_HEX >= 0x030B0000
+  if (e.matches(PyExc_Exception)) {  // the producer's own type stays; a note names the argument
+    const std::string note = fmt::format("raised by the producer of {}", arg);
+    PyObject* r = PyObject_CallMethod(e.value().ptr(), "add_note", "s", note.c_str());
+    if (r) Py_DECREF(r);
+    else PyErr_Clear();  // no note: the producer's exception is still the one raised
+  }
+#endif
   throw e;
-}
-
-void fill_cai_view(std::uintptr_t ptr, bool readonly, const std::int64_t* shape, std::size_t ndim,
-                   const std::int64_t* strides_bytes, DLDataType dtype, CUstream producer, CUstream consumer,
-                   ArrayView& view, const char* arg) {
-  fill_from_cai(ptr, readonly, shape, ndim, strides_bytes, dtype, {kDLCUDA, 0}, view, arg);
-  view.device.device_id = cai_device(ptr, arg);
-  if (view.size() != 0 && producer != consumer) stream_wait(view.device.device_id, consumer, producer);
-}
-
-int cai_device(std::uintptr_t ptr, const char* arg) {
-  static const int count = Device::count();
-  if (count <= 1) return 0;
-  if (ptr == 0) return current_device();
-  int ordinal = 0;
-  CUresult rc = driver().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
-  if (rc != CUDA_SUCCESS)
-    fail(PyExc_ValueError, fmt::format("{}: the driver does not know the data pointer {:#x} ({})", arg, ptr,
-                                       DriverError("cuPointerGetAttribute", rc).what()));
-  return ordinal;
-}
-
-std::int64_t int_item(PyObject* v, const char* arg, const char* what) {
-  if (!PyLong_Check(v) || PyBool_Check(v))
-    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ {} holds a {}, not an int", arg, what,
-                                      Py_TYPE(v)->tp_name));
-  int overflow = 0;
-  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-  if (overflow) fail(PyExc_ValueError, fmt::format("{}: __cuda_array_interface__ {} is out of range", arg, what));
-  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
-  return x;
-}
-
-void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what) {
-  if (!PyTuple_Check(seq) && !PyList_Check(seq))
-    fail(PyExc_TypeError, fmt::format("{}: __cuda_array_interface__ '{}' is a {}, not a tuple", arg, what,
-                                      Py_TYPE(seq)->tp_name));
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  PyObject** items = PySequence_Fast_ITEMS(seq);
-  out.resize(static_cast<std::size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = int_item(items[i], arg, what);
-}
-
-// A Python int as an address or handle: false when it is negative; throws py::value_error when it does not fit.
-bool address_value(PyObject* v, std::uintptr_t& out, const char* arg) {
-  int overflow = 0;
-  const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-  if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
-  if (overflow < 0 || (!overflow && x < 0)) return false;
-  if (!overflow) {
-    out = static_cast<std::uintptr_t>(x);
-    return true;
-  }
-  const unsigned long long u = PyLong_AsUnsignedLongLong(v);  // above INT64_MAX
-  if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw py::value_error(fmt::format("{}: the value does not fit 64 bits", arg));
-  }
-  out = static_cast<std::uintptr_t>(u);
-  return true;
 }
 
 std::uint64_t call_generation() noexcept { return stream_generation; }
@@ -519,16 +415,19 @@ std::optional<CUstream> parse_stream(py::handle stream, const char* arg) {
   if (PyLong_Check(s) && !PyBool_Check(s)) return stream_from_int(stream_handle(s, arg, "stream"));
   if (PyBool_Check(s))
     throw py::type_error(fmt::format("{}: expected a stream (an int handle or a stream object), got a bool", arg));
-  if (py::hasattr(stream, "__cuda_stream__")) {
-    py::object r = stream.attr("__cuda_stream__")();
-    if (!py::isinstance<py::tuple>(r) || py::len(r) != 2)
+  const InternedNames& k = interned_names();
+  if (py::object method = optional_attr(s, k.cuda_stream_method, arg)) {
+    PyObject* r = PyObject_CallNoArgs(method.ptr());
+    if (!r) raise_producer_error(arg);
+    const py::object result = py::reinterpret_steal<py::object>(r);
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2)  // the tuple's own size: no __len__ is asked
       throw py::type_error(fmt::format("{}: __cuda_stream__() must return a (version, handle) tuple", arg));
-    return stream_from_int(stream_handle(PyTuple_GET_ITEM(r.ptr(), 1), arg, "the __cuda_stream__() handle"));
+    return stream_from_int(stream_handle(PyTuple_GET_ITEM(r, 1), arg, "the __cuda_stream__() handle"));
   }
-  if (py::hasattr(stream, "cuda_stream"))  // torch.cuda.Stream
-    return stream_from_int(stream_handle(stream.attr("cuda_stream").ptr(), arg, "stream.cuda_stream"));
-  if (py::hasattr(stream, "ptr"))  // cupy.cuda.Stream / ExternalStream
-    return stream_from_int(stream_handle(stream.attr("ptr").ptr(), arg, "stream.ptr"));
+  if (py::object handle = optional_attr(s, k.cuda_stream, arg))  // torch.cuda.Stream
+    return stream_from_int(stream_handle(handle.ptr(), arg, "stream.cuda_stream"));
+  if (py::object handle = optional_attr(s, k.ptr, arg))  // cupy.cuda.Stream / ExternalStream
+    return stream_from_int(stream_handle(handle.ptr(), arg, "stream.ptr"));
   throw py::type_error(fmt::format(
       "{}: expected None, an int stream handle, or a stream object (with __cuda_stream__, a torch.cuda.Stream or a "
       "cupy.cuda.Stream), got a {}",
@@ -561,12 +460,18 @@ std::optional<CUstream> framework_stream(PyObject* array, int device_id) {
 CUstream consumer_stream(py::handle explicit_stream, PyObject* const* objs, std::size_t n, const char* arg) {
   ++stream_generation;  // a new call: framework streams are asked afresh
   if (std::optional<CUstream> s = parse_stream(explicit_stream, arg)) return *s;
+  CUstream found = CU_STREAM_LEGACY;
   for (std::size_t i = 0; i < n; ++i) {
     const TypeAdapter& a = adapter_for(Py_TYPE(objs[i]));
     if (a.protocol == Protocol::none) continue;
-    if (std::optional<CUstream> s = framework_stream(objs[i], -1)) return *s;
+    if (std::optional<CUstream> s = framework_stream(objs[i], -1)) {
+      found = *s;
+      break;
+    }
   }
-  return CU_STREAM_LEGACY;
+  // Only objs[0] is viewed before other arguments' conversions can run Python code.
+  if (n == 0 || first_tensor_memo.obj != objs[0]) forget_first_tensor();
+  return found;
 }
 
 }  // namespace jitbridge::python

@@ -2,6 +2,7 @@
 #include <exception>
 
 #include "bindings.hpp"
+#include "interop_objects.hpp"
 #include "jitbridge/driver.hpp"
 #include "jitbridge/launcher.hpp"
 
@@ -102,11 +103,7 @@ void bind_errors(py::module_& m) {
                                                                   : PyExc_ValueError,
                       e.what());
     } catch (const InteropError& e) {
-      PyErr_SetString(e.kind() == InteropError::Kind::type       ? PyExc_TypeError
-                      : e.kind() == InteropError::Kind::buffer   ? PyExc_BufferError
-                      : e.kind() == InteropError::Kind::overflow ? PyExc_OverflowError
-                                                                 : PyExc_ValueError,
-                      e.what());
+      PyErr_SetString(interop_exception_type(e.kind()), e.what());
     } catch (const DriverError& e) {
       py::dict kw;
       kw["code"] = static_cast<int>(e.code());

@@ -44,10 +44,7 @@ DLDataType dtype_of(PyObject* dtype, const char* arg) {
   py::object str = attr(dtype, interned_names().str);
   if (!PyUnicode_Check(str.ptr()))
     fail(PyExc_TypeError, fmt::format("{}: dtype.str is a {}, not a str", arg, Py_TYPE(str.ptr())->tp_name));
-  Py_ssize_t n = 0;
-  const char* s = PyUnicode_AsUTF8AndSize(str.ptr(), &n);
-  if (!s) throw py::error_already_set();
-  const DLDataType parsed = dtype_from_typestr(std::string_view(s, static_cast<std::size_t>(n)), arg);
+  const DLDataType parsed = dtype_from_typestr(utf8_of(str.ptr(), Subject(arg, ": dtype.str")), arg);
   if (g_dtypes.used < DtypeCache::kSlots) {
     Py_INCREF(dtype);
     g_dtypes.keys[g_dtypes.used] = dtype;
@@ -58,10 +55,7 @@ DLDataType dtype_of(PyObject* dtype, const char* arg) {
 }
 
 std::uintptr_t address_of(PyObject* v, const char* arg, const char* what) {
-  if (v == Py_None) return 0;
-  const std::int64_t p = int_item(v, arg, what);
-  if (p < 0) fail(PyExc_ValueError, fmt::format("{}: {} is negative", arg, what));
-  return static_cast<std::uintptr_t>(p);
+  return v == Py_None ? 0 : address_item(v, arg, what);
 }
 
 bool type_is(PyTypeObject* type, const char* module, const char* qualname) {
@@ -104,6 +98,8 @@ void view_cupy(PyObject* obj, CUstream consumer, ArrayView& view, const char* ar
   py::object data = attr(obj, k.data);
   const std::uintptr_t ptr = address_of(attr(data.ptr(), k.ptr).ptr(), arg, "data.ptr");
   const std::int64_t device = int_item(attr(data.ptr(), k.device_id).ptr(), arg, "data.device_id");
+  if (device < 0 || device > INT32_MAX)
+    fail(PyExc_ValueError, fmt::format("{}: data.device_id {} is not a device ordinal", arg, device));
   Layout layout;
   read_layout(obj, layout, arg);
   fill_from_cai(ptr, false, layout.shape.data(), layout.shape.size(), layout.strides.data(), layout.dtype,
@@ -123,7 +119,8 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
   read_layout(obj, layout, arg);
   py::object stream = attr(obj, k.stream);
   CUstream producer = consumer;
-  if (!(PyLong_CheckExact(stream.ptr()) && PyLong_AsLong(stream.ptr()) == 0)) {
+  if (!(PyLong_CheckExact(stream.ptr()) && PyLong_AsLongLong(stream.ptr()) == 0)) {
+    PyErr_Clear();  // an int out of range: int() below reports it
     PyObject* as_int = PyNumber_Long(stream.ptr());  // a numba Stream: int() is its handle
     if (!as_int) raise_producer_error(arg);
     py::object owned = py::reinterpret_steal<py::object>(as_int);
@@ -294,20 +291,32 @@ StreamPtrOfDevice cupy_stream_ptr_function() {
   static StreamPtrOfDevice fn = nullptr;
   static bool looked = false;
   if (looked) return fn;
-  PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy_backends.cuda.stream");  // borrowed
+  py::object module;
+  try {
+    module = loaded_module("cupy_backends.cuda.stream");
+  } catch (py::error_already_set&) {
+    return nullptr;  // sys.modules unreadable: CuPy's Python API is asked instead (and reports)
+  }
   if (!module) return nullptr;  // not imported (yet): asked again next time
   looked = true;
-  PyObject* capi = PyObject_GetAttrString(module, "__pyx_capi__");
+  PyObject* capi = PyObject_GetAttrString(module.ptr(), "__pyx_capi__");
   if (!capi) {
-    PyErr_Clear();
+    PyErr_Clear();  // no C API: the Python API is used
     return nullptr;
   }
+  const py::object owned_capi = py::reinterpret_steal<py::object>(capi);
   static constexpr const char* kSignature = "intptr_t (int)";
-  PyObject* capsule = PyDict_Check(capi) ? PyDict_GetItemString(capi, "get_stream_ptr") : nullptr;  // borrowed
-  if (capsule && PyCapsule_IsValid(capsule, kSignature))
-    fn = reinterpret_cast<StreamPtrOfDevice>(PyCapsule_GetPointer(capsule, kSignature));
-  Py_DECREF(capi);  // the module keeps its capsules (and the extension is never unloaded)
-  if (PyErr_Occurred()) PyErr_Clear();
+  py::object capsule;
+  if (PyDict_Check(capi)) {
+    try {
+      capsule = dict_item(capi, py::str("get_stream_ptr").ptr());
+    } catch (py::error_already_set&) {
+      return nullptr;
+    }
+  }
+  if (capsule && PyCapsule_IsValid(capsule.ptr(), kSignature))  // the name is the C signature: checked
+    fn = reinterpret_cast<StreamPtrOfDevice>(PyCapsule_GetPointer(capsule.ptr(), kSignature));
+  PyErr_Clear();  // a failed GetPointer: no function (the extension is never unloaded; fn stays valid)
   return fn;
 }
 
@@ -327,9 +336,9 @@ std::optional<CUstream> cupy_current_stream(int device_id) {
   // The functions are looked up once (cupy stays imported once it was).
   static PyObject* get_current = nullptr;   // cupy.cuda.get_current_stream(device_id)
   if (!get_current) {
-    PyObject* cupy = PyDict_GetItemString(PyImport_GetModuleDict(), "cupy");  // borrowed; never imported here
+    py::object cupy = loaded_module("cupy");  // never imported here
     if (!cupy) return std::nullopt;
-    py::object cuda = py::reinterpret_borrow<py::object>(cupy).attr("cuda");
+    py::object cuda = cupy.attr("cuda");
     get_current = py::object(cuda.attr("get_current_stream")).release().ptr();
   }
   PyObject* s = PyObject_CallFunction(get_current, "i", device_id);
@@ -339,7 +348,10 @@ std::optional<CUstream> cupy_current_stream(int device_id) {
   }
   if (!s) throw py::error_already_set();
   py::object stream = py::reinterpret_steal<py::object>(s);
-  return stream_from_int(stream.attr("ptr").cast<std::uintptr_t>());
+  PyObject* ptr = PyObject_GetAttr(s, interned_names().ptr);
+  if (!ptr) raise_producer_error("cupy.cuda.get_current_stream()");
+  const py::object owned_ptr = py::reinterpret_steal<py::object>(ptr);
+  return stream_from_int(address_item(ptr, "cupy.cuda.get_current_stream()", ".ptr"));
 }
 
 std::optional<CUstream> cupy_stream(int device_id) {

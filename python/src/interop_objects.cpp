@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "array_support.hpp"
 #include "bindings.hpp"
+#include "py_values.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -30,18 +32,40 @@ T* core_of(PyObject* obj, PyTypeObject* type) noexcept {
   throw py::value_error(fmt::format("{}: {}", arg, what));
 }
 
-std::int64_t index_value(PyObject* item, const char* arg) {
-  if (PyBool_Check(item)) type_error(arg, "expected ints, got a bool");
-  PyObject* index = PyNumber_Index(item);
-  if (!index) {
+// An int or anything with __index__ (never a bool). The caller holds `item`.
+std::int64_t index_value(PyObject* item, const char* arg, std::ptrdiff_t index = -1) {
+  return int64_of(item, Subject(arg), index);
+}
+
+// Text is not a sequence of ints, whatever it iterates to.
+void refuse_text(PyObject* o, const char* arg) {
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o))
+    type_error(arg, fmt::format("expected ints (an int or a sequence of ints), got a {}", Py_TYPE(o)->tp_name));
+}
+
+// obj.<name> as UTF-8 text. TypeError / ValueError naming `subject` when it cannot be read.
+std::string text_attr(PyObject* obj, const char* name, const Subject& subject) {
+  PyObject* v = PyObject_GetAttrString(obj, name);
+  if (!v) raise_from_current(PyExc_TypeError, fmt::format("{}: reading its .{} failed", subject.text(), name));
+  const py::object owned = py::reinterpret_steal<py::object>(v);
+  if (!PyUnicode_Check(v))
+    type_error(subject.text().c_str(), fmt::format(".{} is a {}, not a str", name, Py_TYPE(v)->tp_name));
+  return std::string(utf8_of(v, subject));
+}
+
+// Whether type(o).__module__ is `module` (no str() of anything is asked).
+bool type_from_module(PyObject* o, const char* module, const char* arg) {
+  PyObject* m = PyObject_GetAttr(reinterpret_cast<PyObject*>(Py_TYPE(o)), interned_names().module);
+  if (!m) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+      raise_from_current(PyExc_TypeError, fmt::format("{}: reading type({}).__module__ failed", arg,
+                                                      Py_TYPE(o)->tp_name));
     PyErr_Clear();
-    type_error(arg, fmt::format("expected ints, got a {}", Py_TYPE(item)->tp_name));
+    return false;
   }
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
-  Py_DECREF(index);
-  if (overflow) value_error(arg, "a value does not fit int64");
-  return v;
+  const bool same = PyUnicode_Check(m) && PyUnicode_CompareWithASCIIString(m, module) == 0;
+  Py_DECREF(m);
+  return same;
 }
 
 std::optional<DLDataType> dtype_from_text(std::string_view s, const char* arg) {
@@ -69,20 +93,36 @@ std::optional<DLDataType> dtype_from_text(std::string_view s, const char* arg) {
 
 ArrayViewObject* array_view_object(PyObject* obj) noexcept { return core_of<ArrayViewObject>(obj, g_view_type); }
 TensorObject* tensor_object(PyObject* obj) noexcept { return core_of<TensorObject>(obj, g_tensor_type); }
-void register_array_view_type(PyTypeObject* type) noexcept { g_view_type = type; }
-void register_tensor_type(PyTypeObject* type) noexcept { g_tensor_type = type; }
+namespace {
+// Instances come only from jitbridge's functions (py::cast allocates through tp_alloc): with
+// tp_new gone, `ArrayView.__new__(ArrayView)` (or copy.copy, pickle) is a TypeError instead of an
+// instance whose C++ object was never constructed, which every method would read as garbage.
+PyTypeObject* without_python_new(PyTypeObject* type) noexcept {
+  type->tp_new = nullptr;
+  PyType_Modified(type);
+  return type;
+}
+}  // namespace
+
+void register_array_view_type(PyTypeObject* type) noexcept { g_view_type = without_python_new(type); }
+void register_tensor_type(PyTypeObject* type) noexcept { g_tensor_type = without_python_new(type); }
 bool is_jitbridge_type(PyTypeObject* type) noexcept {
   return type && (type == g_view_type || type == g_tensor_type);
 }
 
-void raise_interop(const InteropError& e) {
-  switch (e.kind()) {
-    case InteropError::Kind::type: throw py::type_error(e.what());
-    case InteropError::Kind::buffer: throw py::buffer_error(e.what());
+PyObject* interop_exception_type(InteropError::Kind kind) noexcept {
+  switch (kind) {
+    case InteropError::Kind::type: return PyExc_TypeError;
+    case InteropError::Kind::buffer: return PyExc_BufferError;
     case InteropError::Kind::value:
     case InteropError::Kind::overflow: break;
   }
-  throw py::value_error(e.what());
+  return PyExc_ValueError;
+}
+
+void raise_interop(const InteropError& e) {
+  PyErr_SetString(interop_exception_type(e.kind()), e.what());
+  throw py::error_already_set();
 }
 
 void raise_python_error(PyObject* fallback, const std::string& message) {
@@ -93,8 +133,7 @@ void raise_python_error(PyObject* fallback, const std::string& message) {
 DLDataType parse_dtype(py::handle dtype, const char* arg) {
   PyObject* o = dtype.ptr();
   if (PyUnicode_Check(o)) {
-    const std::string s = dtype.cast<std::string>();
-    if (std::optional<DLDataType> d = dtype_from_text(s, arg)) return *d;
+    if (std::optional<DLDataType> d = dtype_from_text(utf8_of(o, Subject(arg, ": the dtype name")), arg)) return *d;
   } else if (o == reinterpret_cast<PyObject*>(&PyBool_Type)) {
     return *dtype_from_name("bool");
   } else if (o == reinterpret_cast<PyObject*>(&PyLong_Type)) {
@@ -103,44 +142,44 @@ DLDataType parse_dtype(py::handle dtype, const char* arg) {
     return *dtype_from_name("float64");
   } else if (o == reinterpret_cast<PyObject*>(&PyComplex_Type)) {
     return *dtype_from_name("complex128");
-  } else if (py::str(py::type::handle_of(dtype).attr("__module__")).cast<std::string>() == "torch") {
-    if (std::optional<DLDataType> d = dtype_from_text(py::str(dtype).cast<std::string>(), arg)) return *d;
-    value_error(arg, fmt::format("torch dtype {} is not supported", py::str(dtype).cast<std::string>()));
   } else if (o == Py_None) {
     type_error(arg, "a dtype is required");
+  } else if (type_from_module(o, "torch", arg)) {
+    const py::object s = str_of(o, Subject(arg, ": the torch dtype"));
+    const std::string_view text = utf8_of(s.ptr(), Subject(arg, ": str() of the torch dtype"));
+    if (std::optional<DLDataType> d = dtype_from_text(text, arg)) return *d;
+    value_error(arg, fmt::format("torch dtype {} is not supported", text));
   }
+  auto unknown = [&] {
+    return fmt::format("{}: {} is not a dtype jitbridge knows (e.g. 'float32', 'bfloat16', torch.float16, "
+                       "numpy.int8)",
+                       arg, describe(o));
+  };
   // Anything NumPy understands (np.float32, np.dtype("f4"), ml_dtypes.bfloat16, "d"), when NumPy is
   // already imported (jitbridge never imports a framework itself).
-  if (PyObject* numpy = PyDict_GetItemString(PyImport_GetModuleDict(), "numpy")) {
-    PyObject* d = PyObject_CallMethod(numpy, "dtype", "O", o);
-    if (d) {
-      py::object nd = py::reinterpret_steal<py::object>(d);
-      if (nd.attr("byteorder").cast<std::string>() == ">")
-        value_error(arg, fmt::format("dtype {} is big-endian; only little-endian data is supported",
-                                     py::str(nd).cast<std::string>()));
-      const std::string name = nd.attr("name").cast<std::string>();
-      if (std::optional<DLDataType> r = dtype_from_name(name)) return *r;
-      value_error(arg, fmt::format("dtype {} is not supported", name));
-    }
-    PyErr_Clear();
+  if (py::object numpy = loaded_module("numpy")) {
+    PyObject* d = PyObject_CallMethod(numpy.ptr(), "dtype", "O", o);
+    if (!d) raise_from_current(PyExc_ValueError, unknown());
+    const py::object nd = py::reinterpret_steal<py::object>(d);
+    const Subject subject(arg, ": numpy.dtype() of it");
+    if (text_attr(nd.ptr(), "byteorder", subject) == ">")
+      value_error(arg, fmt::format("dtype {} is big-endian; only little-endian data is supported", describe(nd.ptr())));
+    const std::string name = text_attr(nd.ptr(), "name", subject);
+    if (std::optional<DLDataType> r = dtype_from_name(name)) return *r;
+    value_error(arg, fmt::format("dtype {} is not supported", name));
   }
-  value_error(arg, fmt::format("{} is not a dtype jitbridge knows (e.g. 'float32', 'bfloat16', torch.float16, "
-                               "numpy.int8)",
-                               py::repr(dtype).cast<std::string>()));
+  throw py::value_error(unknown());
 }
 
 Dims parse_ints(py::handle seq, const char* arg, bool allow_negative) {
-  PyObject* fast = PySequence_Fast(seq.ptr(), "");
-  if (!fast) {
-    PyErr_Clear();
-    type_error(arg, fmt::format("expected a sequence of ints, got a {}", type_name(seq)));
-  }
-  py::object owned = py::reinterpret_steal<py::object>(fast);
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  refuse_text(seq.ptr(), arg);
+  // A snapshot (a list is copied): an item's __index__ may change the sequence while it is read.
+  const py::tuple items = items_of(seq.ptr(), Subject(arg), true);
+  const Py_ssize_t n = PyTuple_GET_SIZE(items.ptr());
   Dims out;
   out.resize(static_cast<std::size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
-    const std::int64_t v = index_value(PySequence_Fast_GET_ITEM(fast, i), arg);
+    const std::int64_t v = index_value(PyTuple_GET_ITEM(items.ptr(), i), arg, i);  // held by the snapshot
     if (v < 0 && !allow_negative) value_error(arg, fmt::format("entry {} is negative ({})", i, v));
     out[static_cast<std::size_t>(i)] = v;
   }
@@ -148,7 +187,9 @@ Dims parse_ints(py::handle seq, const char* arg, bool allow_negative) {
 }
 
 Dims parse_shape(py::handle shape, const char* arg) {
-  if (PyLong_Check(shape.ptr()) && !PyBool_Check(shape.ptr())) {
+  PyObject* o = shape.ptr();
+  refuse_text(o, arg);
+  if (!PyBool_Check(o) && PyIndex_Check(o) && !PySequence_Check(o)) {  // an int, a NumPy integer
     const std::int64_t v = index_value(shape.ptr(), arg);
     if (v < 0) value_error(arg, fmt::format("the size is negative ({})", v));
     return Dims(&v, 1);
@@ -165,19 +206,20 @@ std::optional<DLDevice> parse_device(py::handle device, const char* arg) {
     if (v < 0 || v > INT32_MAX) value_error(arg, fmt::format("device ordinal {} is out of range", v));
     return DLDevice{kDLCUDA, static_cast<std::int32_t>(v)};
   }
-  if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {  // a __dlpack_device__() tuple
-    const std::int64_t type = index_value(PyTuple_GET_ITEM(o, 0), arg);
-    const std::int64_t id = index_value(PyTuple_GET_ITEM(o, 1), arg);
+  if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2) {  // a __dlpack_device__() tuple (it holds its items)
+    const std::int64_t type = index_value(PyTuple_GET_ITEM(o, 0), arg, 0);
+    const std::int64_t id = index_value(PyTuple_GET_ITEM(o, 1), arg, 1);
     if ((type != kDLCPU && type != kDLCUDA) || id < 0 || id > INT32_MAX)
       value_error(arg, fmt::format("device ({}, {}) is not a CPU or CUDA device", type, id));
     return DLDevice{static_cast<DLDeviceType>(type), static_cast<std::int32_t>(id)};
   }
-  const std::string s = py::str(device).cast<std::string>();  // "cuda:1", torch.device("cuda", 1)
+  const py::object str = str_of(o, Subject(arg));  // "cuda:1", torch.device("cuda", 1)
+  const std::string_view s = utf8_of(str.ptr(), Subject(arg, ": the device name"));
   if (s == "cpu") return DLDevice{kDLCPU, 0};
   if (s == "cuda") return DLDevice{kDLCUDA, current_device()};
   if (s.size() > 5 && s.compare(0, 5, "cuda:") == 0 && s.find_first_not_of("0123456789", 5) == std::string::npos &&
       s.size() < 15)
-    return DLDevice{kDLCUDA, static_cast<std::int32_t>(std::stoll(s.substr(5)))};
+    return DLDevice{kDLCUDA, static_cast<std::int32_t>(std::stoll(std::string(s.substr(5))))};
   value_error(arg, fmt::format("'{}' is not a device (expected None, an ordinal, 'cuda', 'cuda:N' or 'cpu')", s));
 }
 
@@ -199,6 +241,7 @@ namespace {
 
 // A capsule we made: its tensor is deleted here only if no consumer took it (renamed it used_…).
 void capsule_destructor(PyObject* capsule) {
+  ErrorStash stash;  // a capsule may die while an exception propagates: keep it intact
   if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
     auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
     if (m && m->deleter) m->deleter(m);
@@ -211,7 +254,7 @@ void capsule_destructor(PyObject* capsule) {
 std::int64_t small_int(py::handle v, const char* arg, const char* what) {
   if (!PyLong_Check(v.ptr()) || PyBool_Check(v.ptr()))
     throw py::type_error(fmt::format("{}: {} must be an int, got a {}", arg, what, type_name(v)));
-  return v.cast<std::int64_t>();
+  return int64_of(v.ptr(), Subject(arg, ": ", what));  // an int: no Python code runs
 }
 
 }  // namespace

@@ -27,13 +27,17 @@ struct TensorObject {
 // nullptr. No Python calls; valid while `obj` is alive. Usable once bind_arrays / bind_tensors ran.
 ArrayViewObject* array_view_object(PyObject* obj) noexcept;
 TensorObject* tensor_object(PyObject* obj) noexcept;
-// Set by bind_arrays / bind_tensors: the registered Python types.
+// Set by bind_arrays / bind_tensors: the registered Python types, which Python code cannot
+// instantiate itself (their tp_new is removed: Cls.__new__(Cls) raises TypeError).
 void register_array_view_type(PyTypeObject* type) noexcept;
 void register_tensor_type(PyTypeObject* type) noexcept;
 bool is_jitbridge_type(PyTypeObject* type) noexcept;
 
-// An InteropError as the Python exception the issue asks for: type -> TypeError, value and
-// overflow -> ValueError, buffer -> BufferError (thrown as pybind11's builtin exception types).
+// The Python exception an InteropError becomes: type -> TypeError, value and overflow (a size,
+// stride or offset that does not fit) -> ValueError, buffer -> BufferError. The one mapping, used
+// by raise_interop and by the module's exception translator (errors.cpp).
+PyObject* interop_exception_type(InteropError::Kind kind) noexcept;
+// Sets that exception with e.what() (which names the argument) and throws py::error_already_set.
 [[noreturn]] void raise_interop(const InteropError& e);
 // Throws py::error_already_set for the Python error that is set; if none is (a producer that
 // reported failure without setting one), sets `fallback` with `message` first.
@@ -41,15 +45,21 @@ bool is_jitbridge_type(PyTypeObject* type) noexcept;
 
 // A dtype: a jitbridge/NumPy name ("float32", "bfloat16", "float8_e4m3fn"), a torch dtype or its
 // str ("torch.float32"), a typestr ("<f4", "f4"), a Python type (float, int, bool, complex), or
-// anything numpy.dtype() accepts when NumPy is already imported. Throws py::type_error /
-// py::value_error naming `arg`.
+// anything numpy.dtype() accepts when NumPy is already imported. Throws TypeError / ValueError
+// naming `arg`, also for a name that is not valid text and for a dtype object whose __str__ or
+// attributes raise (the original becomes __cause__).
 DLDataType parse_dtype(py::handle dtype, const char* arg);
-// A shape: an int or a sequence of ints, each >= 0. Throws py::type_error / py::value_error.
+// A shape: an int (or anything with __index__) or a sequence of at most kMaxNdim of them, each >= 0.
+// The sequence is read from a snapshot, so an __index__ that changes it is harmless. Throws TypeError
+// (not ints, an __index__ that raised, text), ValueError (negative, too many), OverflowError (an entry
+// outside int64), each naming `arg`.
 Dims parse_shape(py::handle shape, const char* arg);
-// A sequence of ints (anything with __index__), negative ones allowed when `allow_negative`.
+// A sequence (any iterable but text) of at most kMaxNdim ints (anything with __index__), negative
+// ones allowed when `allow_negative`. Throws as parse_shape.
 Dims parse_ints(py::handle seq, const char* arg, bool allow_negative);
-// A device: None (-> nullopt), an int ordinal, "cuda", "cuda:N", "cpu", or an object whose str()
-// is one of those (torch.device). Returns the DLDevice. Throws py::type_error / py::value_error.
+// A device: None (-> nullopt), an int ordinal, a (device_type, device_id) tuple, "cuda", "cuda:N",
+// "cpu", or an object whose str() is one of those (torch.device). Returns the DLDevice. Throws
+// TypeError / ValueError / OverflowError naming `arg`.
 std::optional<DLDevice> parse_device(py::handle device, const char* arg);
 
 // Python values of view fields.

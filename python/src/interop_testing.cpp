@@ -44,17 +44,18 @@ std::size_t backing_bytes(const std::vector<std::int64_t>& shape, DLDataType dty
 
 TestTensor* make_test_tensor(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, DLDataType dtype,
                              DLDevice device, int ndim, bool data_null, std::uint32_t major, bool readonly,
-                             std::uint64_t byte_offset, unsigned char fill) {
+                             std::uint64_t byte_offset, unsigned char fill, bool shape_null = false) {
   auto* s = new TestTensor();
   s->shape = std::move(shape);
   s->strides = std::move(strides);
-  s->storage.assign(backing_bytes(s->shape, dtype) + byte_offset, fill);
+  // An absurd offset is backed by nothing: such views must be refused before anything is read.
+  s->storage.assign(backing_bytes(s->shape, dtype) + (byte_offset <= (std::uint64_t{1} << 24) ? byte_offset : 0), fill);
   for (DLTensor* t : {&s->versioned.dl_tensor, &s->legacy.dl_tensor}) {
     t->data = data_null ? nullptr : s->storage.data();
     t->device = device;
     t->ndim = ndim;
     t->dtype = dtype;
-    t->shape = s->shape.data();
+    t->shape = shape_null ? nullptr : s->shape.data();
     t->strides = s->strides.empty() ? nullptr : s->strides.data();
     t->byte_offset = byte_offset;
   }
@@ -77,13 +78,15 @@ struct CapsuleKind {
 const CapsuleKind kKinds[] = {
     {"versioned", "dltensor_versioned", false}, {"legacy", "dltensor", true},
     {"used", "used_dltensor_versioned", false}, {"used_legacy", "used_dltensor", true},
-    {"foreign", "my_tensor", false},
+    {"foreign", "my_tensor", false}, {"unnamed", nullptr, false},
 };
 
 void testing_capsule_destructor(PyObject* capsule) {
+  ErrorStash stash;  // capsules die while an exception propagates: it must survive this
   const auto* k = static_cast<const CapsuleKind*>(PyCapsule_GetContext(capsule));
   const char* name = PyCapsule_GetName(capsule);
-  if (!k || !name || std::strcmp(name, k->name) != 0) {
+  const bool same_name = name && k && k->name ? std::strcmp(name, k->name) == 0 : k && !name && !k->name;
+  if (!same_name) {
     PyErr_Clear();
     return;
   }
@@ -96,21 +99,37 @@ void testing_capsule_destructor(PyObject* capsule) {
   else delete_versioned(static_cast<DLManagedTensorVersioned*>(p));
 }
 
+// Test input: ints of any sequence, however many (the readers' own limits are what is tested).
+std::vector<std::int64_t> test_ints(py::handle seq, const char* arg) {
+  std::vector<std::int64_t> out;
+  for (py::handle item : py::iter(seq)) out.push_back(int64_of(item.ptr(), arg));
+  return out;
+}
+
 py::tuple testing_capsule(const std::string& kind, py::handle shape_obj, py::handle strides_obj, py::handle dtype_obj,
                           py::handle device_obj, py::handle ndim_obj, bool data_null, std::uint32_t major, bool readonly,
-                          std::uint64_t byte_offset) {
+                          std::uint64_t byte_offset, bool shape_null, py::handle lanes_obj) {
   const CapsuleKind* k = nullptr;
   for (const CapsuleKind& c : kKinds)
     if (kind == c.kind) k = &c;
   if (!k) throw py::value_error(fmt::format("_testing_capsule: unknown kind '{}'", kind));
-  const Dims shape = parse_ints(shape_obj, "shape", true);
+  const std::vector<std::int64_t> shape = test_ints(shape_obj, "shape");
   std::vector<std::int64_t> strides;
-  if (!strides_obj.is_none()) strides = parse_ints(strides_obj, "strides", true).to_vector();
+  if (!strides_obj.is_none()) strides = test_ints(strides_obj, "strides");
   std::optional<DLDevice> device = parse_device(device_obj, "device");
-  const int ndim = ndim_obj.is_none() ? static_cast<int>(shape.size()) : ndim_obj.cast<int>();
-  TestTensor* t = make_test_tensor(shape.to_vector(), std::move(strides), parse_dtype(dtype_obj, "dtype"),
-                                   device ? *device : DLDevice{kDLCPU, 0}, ndim, data_null, major, readonly,
-                                   byte_offset, 0);
+  std::int64_t ndim = static_cast<std::int64_t>(shape.size());
+  if (!ndim_obj.is_none()) ndim = int64_of(ndim_obj.ptr(), "_testing_capsule(ndim)");
+  if (ndim < INT32_MIN || ndim > INT32_MAX) throw py::value_error("_testing_capsule(ndim): out of the int32 range");
+  if (ndim > static_cast<std::int64_t>(shape.size()) && !shape_null)
+    throw py::value_error("_testing_capsule(ndim): more dimensions than shape entries (pass shape_null=True)");
+  DLDataType dtype = parse_dtype(dtype_obj, "dtype");
+  if (!lanes_obj.is_none()) {
+    const std::int64_t lanes = int64_of(lanes_obj.ptr(), "_testing_capsule(lanes)");
+    if (lanes < 0 || lanes > UINT16_MAX) throw py::value_error("_testing_capsule(lanes): out of the uint16 range");
+    dtype.lanes = static_cast<std::uint16_t>(lanes);
+  }
+  TestTensor* t = make_test_tensor(shape, std::move(strides), dtype, device ? *device : DLDevice{kDLCPU, 0},
+                                   static_cast<int>(ndim), data_null, major, readonly, byte_offset, 0, shape_null);
   void* managed = k->legacy ? static_cast<void*>(&t->legacy) : static_cast<void*>(&t->versioned);
   PyObject* capsule = PyCapsule_New(managed, k->name, testing_capsule_destructor);
   if (!capsule || PyCapsule_SetContext(capsule, const_cast<CapsuleKind*>(k)) != 0) {
@@ -141,7 +160,7 @@ struct FakeArray {
 FakeArray read_fake(PyObject* obj) {
   py::handle o(obj);
   FakeArray a;
-  a.ptr = o.attr("_ptr").cast<std::uintptr_t>();
+  a.ptr = address_item(py::object(o.attr("_ptr")).ptr(), "_ptr", "the address");
   a.shape = parse_ints(o.attr("_shape"), "_shape", true).to_vector();
   py::object strides = o.attr("_strides");
   if (!strides.is_none()) a.strides = parse_ints(strides, "_strides", true).to_vector();
@@ -223,6 +242,7 @@ int fake_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* ct
 }
 
 void fake_owner_destructor(PyObject* capsule) {
+  ErrorStash stash;
   auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "fake_owner"));
   if (m) m->deleter(m);
   else PyErr_Clear();
@@ -307,9 +327,10 @@ void bind_interop_testing(py::module_& m) {
   m.def("_testing_capsule", &testing_capsule, py::arg("kind") = "versioned", py::arg("shape") = py::make_tuple(2, 3),
         py::arg("strides") = py::none(), py::arg("dtype") = "float32", py::arg("device") = py::none(),
         py::arg("ndim") = py::none(), py::arg("data_null") = false, py::arg("major") = 1, py::arg("readonly") = false,
-        py::arg("byte_offset") = 0,
+        py::arg("byte_offset") = 0, py::arg("shape_null") = false, py::arg("lanes") = py::none(),
         "Testing: (capsule, data address) of a synthetic DLPack tensor over host memory. kind: versioned, legacy, "
-        "used, used_legacy, foreign. Its deleter adds one to _testing_deleter_count().");
+        "used, used_legacy, foreign, unnamed (a capsule without a name). shape_null: a NULL shape pointer; lanes: "
+        "the dtype's lanes, overridden. Its deleter adds one to _testing_deleter_count().");
   m.def("_testing_deleter_count", [] { return g_deletes.load(); },
         "Testing: how many synthetic DLPack tensors have been deleted.");
   m.def("_testing_exchange_api", &testing_exchange_api, py::arg("dltensor") = true, py::arg("major") = 1,

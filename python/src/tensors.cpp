@@ -80,6 +80,11 @@ py::object framework_empty(PyTypeObject* type, const Dims& shape, DLDataType dty
         "through a framework only that way (leave it out for a jitbridge.Tensor)",
         arg, type->tp_name));
   const DLPackExchangeAPI& api = *a.api;
+  try {
+    validate_shape(shape, dtype, arg);  // refused here rather than by the framework's allocator
+  } catch (const InteropError& e) {
+    raise_interop(e);
+  }
   DLTensor prototype{};
   prototype.device = device;
   prototype.ndim = static_cast<std::int32_t>(shape.size());
@@ -99,11 +104,24 @@ py::object framework_empty(PyTypeObject* type, const Dims& shape, DLDataType dty
     if (error.kind == "TypeError") throw py::type_error(message);
     throw std::runtime_error(message);
   }
-  std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter> managed(raw);
+  std::unique_ptr<DLManagedTensorVersioned, ManagedDeleter> managed(raw);  // deleted on every error path
   const DLTensor& t = raw->dl_tensor;
-  std::size_t bytes = itemsize(t.dtype);
-  for (std::int32_t i = 0; i < t.ndim; ++i) bytes *= static_cast<std::size_t>(t.shape[i]);
-  char* data = static_cast<char*>(t.data) + t.byte_offset;
+  ArrayView allocated;  // what the allocator gave, validated before anything is written to it
+  std::size_t bytes = 0;
+  try {
+    fill_from_dltensor(t, false, allocated, arg);
+    bytes = static_cast<std::size_t>(allocated.nbytes());
+  } catch (const InteropError& e) {
+    raise_interop(e);
+  }
+  bool as_asked = allocated.is_c_contiguous() && allocated.shape.size() == shape.size();
+  for (std::size_t i = 0; as_asked && i < shape.size(); ++i) as_asked = allocated.shape[i] == shape[i];
+  if (!as_asked)
+    throw py::value_error(fmt::format("{}: the {} allocator returned a {} array with strides {}, not a C-contiguous "
+                                      "{} one",
+                                      arg, type->tp_name, dims_text(allocated.shape), dims_text(allocated.strides),
+                                      dims_text(shape)));
+  char* data = static_cast<char*>(allocated.ptr());
   if (is_cuda(t.device)) {
     void* s = nullptr;
     if ((zero || explicit_stream) && api.current_work_stream(kDLCUDA, t.device.device_id, &s) != 0)
