@@ -37,7 +37,7 @@ void check_shape(const Dims& shape, DLDataType dtype, std::string_view arg) {
     if (shape[i] < 0) fail(InteropError::Kind::value, arg, fmt::format("shape[{}] is negative ({})", i, shape[i]));
     if (shape[i] != 0 && !checked::mul(bound, shape[i], bound))
       fail(InteropError::Kind::overflow, arg,
-           "the array is too big: its size in bytes (itemsize times the non-zero extents) overflows int64");
+           "the array's size in bytes overflows int64 (itemsize times the non-zero extents: the array is too big)");
   }
 }
 

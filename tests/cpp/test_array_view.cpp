@@ -218,10 +218,10 @@ TEST_CASE("views at int64 limits: strides whose extent overflows are refused, na
 
 TEST_CASE("views at int64 limits: element counts and contiguous strides are checked before they are computed") {
   // NULL strides: the C-contiguous strides of these used to overflow before any check.
-  CHECK_THAT(refusal(Raw({1ll << 32, 1ll << 32}, {}, "float32")), Catch::StartsWith("overflow: arg: the array is too big"));
-  CHECK_THAT(refusal(Raw({1ll << 62, 2}, {}, "int8")), Catch::StartsWith("overflow: arg: the array is too big"));
+  CHECK_THAT(refusal(Raw({1ll << 32, 1ll << 32}, {}, "float32")), Catch::StartsWith("overflow: arg: the array's size in bytes overflows"));
+  CHECK_THAT(refusal(Raw({1ll << 62, 2}, {}, "int8")), Catch::StartsWith("overflow: arg: the array's size in bytes overflows"));
   // Stride-0 (broadcast) views: nbytes must fit, so a broadcast of 2**62 int64 elements is too big...
-  CHECK_THAT(refusal(Raw({1ll << 62}, {0}, "int64")), Catch::StartsWith("overflow: arg: the array is too big"));
+  CHECK_THAT(refusal(Raw({1ll << 62}, {0}, "int64")), Catch::StartsWith("overflow: arg: the array's size in bytes overflows"));
   // ...while 2**40 float32 elements over one are fine, and measure without overflow.
   ArrayView b = Raw({1ll << 40}, {0}, "float32").view();
   CHECK(b.size() == (1ll << 40));
@@ -243,7 +243,7 @@ TEST_CASE("views at int64 limits: zero-size arrays are valid whatever the stride
   CHECK(e.nbytes() == 0);
   CHECK(e.is_c_contiguous());
   // The size rule still holds for their other extents (NumPy's "array is too big").
-  CHECK_THAT(refusal(Raw({0, 1ll << 40, 1ll << 40}, {}, "int8")), Catch::StartsWith("overflow: arg: the array is too big"));
+  CHECK_THAT(refusal(Raw({0, 1ll << 40, 1ll << 40}, {}, "int8")), Catch::StartsWith("overflow: arg: the array's size in bytes overflows"));
 }
 
 TEST_CASE("views at int64 limits: data + byte_offset and the spanned bytes never wrap the address space") {
@@ -290,8 +290,8 @@ TEST_CASE("validate_view decides for hand-built views; measuring an unchecked on
   v.dtype = *dtype_from_name("float32");
   v.shape = Dims(std::vector<std::int64_t>{1ll << 40, 1ll << 40}.data(), 2);
   v.strides = Dims(std::vector<std::int64_t>{1, 1}.data(), 2);
-  CHECK_THROWS_WITH(validate_view(v, "hand"), Catch::StartsWith("hand: the array is too big"));
-  CHECK_THROWS_WITH(validate_view(v, ""), Catch::StartsWith("the array is too big"));
+  CHECK_THROWS_WITH(validate_view(v, "hand"), Catch::StartsWith("hand: the array's size in bytes overflows"));
+  CHECK_THROWS_WITH(validate_view(v, ""), Catch::StartsWith("the array's size in bytes overflows"));
   v.shape = Dims(std::vector<std::int64_t>{1ll << 62, 1ll << 62}.data(), 2);
   CHECK_THROWS_AS(v.size(), InteropError);
   CHECK_THROWS_AS(v.nbytes(), InteropError);
