@@ -35,7 +35,11 @@ std::shared_ptr<void> python_owner(py::handle obj) {
 
 py::object view_dlpack_export(py::object self, py::handle stream, py::handle max_version, py::handle dl_device,
                               py::handle copy) {
-  const ArrayViewObject& v = self.cast<const ArrayViewObject&>();
+  const ArrayViewObject* view = array_view_object(self.ptr());  // ArrayView.__dlpack__(x) may be given anything
+  if (!view)
+    throw py::type_error(fmt::format("ArrayView.__dlpack__: expected a jitbridge.ArrayView, got a {}",
+                                     Py_TYPE(self.ptr())->tp_name));
+  const ArrayViewObject& v = *view;
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, v.view.device, "ArrayView.__dlpack__");
   if (r.copy) throw py::buffer_error("ArrayView.__dlpack__: a view cannot copy (copy=True); export it with copy=None");
   if (r.consumer && is_cuda(v.view.device) && *r.consumer != v.stream)

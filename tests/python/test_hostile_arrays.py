@@ -394,6 +394,8 @@ def test_views_and_tensors_cannot_be_made_uninitialised(cls):
     for make in (lambda: cls.__new__(cls), lambda: object.__new__(cls), cls):
         with refused(TypeError, cls.__name__):
             make()
+    with pytest.raises(TypeError):
+        cls.__dlpack__(5)  # an unbound method given another object
     if cls is jitbridge.ArrayView:
         with pytest.raises(TypeError):
             copy.copy(jitbridge.from_ptr(0x1000, 4, "int8"))
