@@ -93,26 +93,9 @@ bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::stri
   struct stat st;
   // lstat first: a FIFO, device or symlink is never even opened (opening some devices acts).
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  // read_regular_file fstats again: the name may have been replaced between lstat and open.
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-  // fstat again: the name may have been replaced between lstat and open.
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-      static_cast<std::uint64_t>(st.st_size) > max_bytes)
-    return false;
-  out.clear();
-  out.reserve(static_cast<std::size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    // At most max_bytes + 1 bytes in all: one more than allowed proves the file too big.
-    const std::uint64_t room = checked::add_saturated(max_bytes - out.size(), 1);
-    const ssize_t n = ::read(fd.get(), buf, room < sizeof buf ? static_cast<std::size_t>(room) : sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (n == 0) return true;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_bytes) return false;
-  }
+  return fd && read_regular_file(fd.get(), max_bytes, out);
 }
 
 }  // namespace detail

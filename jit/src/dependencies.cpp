@@ -15,10 +15,6 @@ namespace {
 // within the same timestamp tick; its contents are always hashed again.
 constexpr std::int64_t kRacyWindowNs = 2'000'000'000;
 
-std::int64_t mtime_of(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
-
 bool under(const std::string& path, const std::string& dir) {
   return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
 }
@@ -53,7 +49,7 @@ std::vector<Dependency> record_dependencies(const std::vector<std::string>& trac
     struct stat st;
     std::string contents;
     if (::stat(path.c_str(), &st) != 0 || !read_file(path, contents)) continue;
-    out.push_back({path, static_cast<std::uint64_t>(st.st_size), mtime_of(st), hash_hex(contents)});
+    out.push_back({path, static_cast<std::uint64_t>(st.st_size), mtime_ns(st), hash_hex(contents)});
   }
   return out;
 }
@@ -67,7 +63,8 @@ bool dependencies_unchanged(const CacheRecord& record) {
   for (const Dependency& d : record.deps) {
     struct stat st;
     if (::stat(d.path.c_str(), &st) != 0) return false;
-    bool stat_matches = static_cast<std::uint64_t>(st.st_size) == d.size && mtime_of(st) == d.mtime_ns;
+    bool stat_matches = static_cast<std::uint64_t>(st.st_size) == d.size && mtime_ns(st) == d.mtime_ns;
+    // recorded_ns >= 0 (parse_record refuses negative times; now_ns() is positive): no overflow.
     if (stat_matches && d.mtime_ns < record.recorded_ns - kRacyWindowNs) continue;
     if (static_cast<std::uint64_t>(st.st_size) != d.size) return false;
     if (!read_file(d.path, contents) || hash_hex(contents) != d.hash) return false;

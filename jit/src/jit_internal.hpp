@@ -90,7 +90,15 @@ std::optional<std::uint64_t> number_before(std::string_view line, std::string_vi
 std::optional<std::uint64_t> number_after(std::string_view line, std::string_view marker);
 // The text after `open` up to `close` (or the end of the line); empty when `open` is absent.
 std::string_view text_between(std::string_view line, std::string_view open, std::string_view close);
-// The whole file; false when it cannot be read.
+// The most bytes read_file reads (headers, NVRTC's time trace): a file past it is refused.
+inline constexpr std::uint64_t kMaxReadFileBytes = std::uint64_t{1} << 30;
+// The whole of the regular file open on `fd` (not closed here), if it holds at most `max_bytes`
+// bytes; at most max_bytes + 1 bytes are read (a file that grows, or lies about its size, is
+// refused). False for anything else: not a regular file (a FIFO, device, directory), too big, a
+// read error. Never blocks on a descriptor opened O_NONBLOCK. Throws only std::bad_alloc.
+bool read_regular_file(int fd, std::uint64_t max_bytes, std::string& out);
+// The whole file at `path` (symlinks followed) through read_regular_file with kMaxReadFileBytes,
+// opened O_NONBLOCK; false when it cannot be read. The descriptor is closed on every path.
 bool read_file(const std::string& path, std::string& out);
 
 // ---- device_headers.cpp (generated) ------------------------------------------------------

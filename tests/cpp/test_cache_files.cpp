@@ -1,5 +1,5 @@
 // test_cache_files.cpp — cache entry files that are not what they should be (FIFOs, symlinks, directories,
-// oversized files), short writes, the mutex never held across a stalled read, and no descriptor leaks.
+// oversized files), short writes, the mutex never held across a stalled read, header reads, and no descriptor leaks.
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -17,6 +18,7 @@
 
 #include "cache_internal.hpp"
 #include "fd_count.hpp"
+#include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 
 using namespace jitbridge;
@@ -204,47 +206,51 @@ TEST_CASE("cache files: a short write (file size limit) removes the temporary fi
   CHECK(WEXITSTATUS(status) == 0);
 }
 
-TEST_CASE("cache files: a lookup stalled on a file never holds the cache mutex") {
+TEST_CASE("cache files: a dependency turned FIFO is a prompt miss; a stalled warning handler holds no mutex") {
   NoFdLeak fds;
   const std::string dir = make_temp_dir();
   const std::string fifo = dir + "/header.h";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   // A memory entry whose dependency is now a FIFO of the recorded size (0) but another mtime: its
-  // check reads the FIFO, which blocks until a writer comes and goes.
+  // check reads the header again, which must neither wait for a writer nor hit.
   Cache cache(CacheConfig{false, "", 1ull << 30});
-  detail::CacheRecord stalled = record_with("stalled");
-  stalled.deps.push_back({fifo, 0, 12345, "not the hash"});
-  cache.impl().store("stalled", stalled);
+  detail::CacheRecord stale = record_with("stale");
+  stale.deps.push_back({fifo, 0, 12345, "not the hash"});
+  cache.impl().store("stale", stale);
   cache.impl().store("other", record_with("other"));
+  std::shared_ptr<const Program> got = std::make_shared<Program>();
+  CHECK(finishes([&] { got = cache.impl().lookup("stale"); }, [&] { release_fifo(fifo); }));
+  CHECK_FALSE(got);
 
-  std::packaged_task<std::shared_ptr<const Program>()> task([&] { return cache.impl().lookup("stalled"); });
-  std::future<std::shared_ptr<const Program>> stalled_result = task.get_future();
-  std::thread reader(std::move(task));
-  // Wait (no sleeping) until the reader has the FIFO open, then hold a write end open so that it
-  // blocks in read() for as long as we like.
-  int writer = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (writer < 0 && std::chrono::steady_clock::now() < deadline) {
-    writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (writer < 0) sched_yield();
-  }
-  REQUIRE(writer >= 0);
-  // The reader is stalled inside its lookup: other lookups and stores must go on.
+  // Nothing that can stall runs under the mutex: a warning handler (user code) that blocks while
+  // one thread's store reports an unusable directory must not stop other threads' lookups and stores.
+  const std::string file = dir + "/not-a-dir";
+  ::close(::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  Cache broken(disk_at(file + "/cache"));  // its directory can never be made
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first{true};
+  set_warning_handler([&](const std::string&) {
+    if (first.exchange(false)) {
+      entered.set_value();
+      released.wait();
+    }
+  });
+  std::thread storer([&] { broken.impl().store("k", record_with("k")); });
+  entered.get_future().wait();  // the storer is inside the handler now
   std::shared_ptr<const Program> other;
-  CHECK(finishes(
+  const bool went_on = finishes(
       [&] {
-        other = cache.impl().lookup("other");
-        cache.impl().store("third", record_with("third"));
+        other = broken.impl().lookup("k");  // remembered in memory before the warning
+        broken.impl().store("third", record_with("third"));
       },
-      [&] {
-        ::close(writer);
-        writer = -1;
-      }));
+      [&] { release.set_value(); });
+  if (went_on) release.set_value();
+  storer.join();
+  set_warning_handler(nullptr);
+  CHECK(went_on);
   CHECK(other);
-  if (writer >= 0) ::close(writer);  // the reader sees end of file: the hash differs, a miss
-  reader.join();
-  CHECK_FALSE(stalled_result.get());
-  CHECK(cache.impl().lookup("third"));
+  CHECK(broken.impl().lookup("third"));
 }
 
 TEST_CASE("cache files: UniqueFd closes exactly once, and mtime_ns saturates") {
@@ -264,4 +270,35 @@ TEST_CASE("cache files: UniqueFd closes exactly once, and mtime_ns saturates") {
   st.st_mtim.tv_sec = 2;
   st.st_mtim.tv_nsec = 5;
   CHECK(detail::mtime_ns(st) == 2'000'000'005);
+}
+
+TEST_CASE("header reads (read_file): FIFOs and devices are refused at once, symlinks to files followed, size capped") {
+  NoFdLeak fds;
+  const std::string dir = make_temp_dir();
+  const std::string fifo = dir + "/h.h", file = dir + "/real.h", link = dir + "/link.h";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string out = "untouched";
+  bool read = true;
+  // A FIFO where a header was (the recorded size was 0) must not wait for a writer.
+  CHECK(finishes([&] { read = detail::read_file(fifo, out); }, [&] { release_fifo(fifo); }));
+  CHECK_FALSE(read);
+  CHECK_FALSE(detail::read_file("/dev/zero", out));  // a device would read without bound
+  CHECK_FALSE(detail::read_file(dir, out));          // a directory
+  CHECK_FALSE(detail::read_file(dir + "/missing.h", out));
+  {
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, "#define X 1\n", 12) == 12);
+    ::close(fd);
+  }
+  REQUIRE(::symlink(file.c_str(), link.c_str()) == 0);
+  CHECK(detail::read_file(link, out));
+  CHECK(out == "#define X 1\n");
+  // The cap: one byte over is refused, exactly at it is read.
+  detail::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  REQUIRE(fd);
+  CHECK_FALSE(detail::read_regular_file(fd.get(), 11, out));
+  REQUIRE(::lseek(fd.get(), 0, SEEK_SET) == 0);
+  CHECK(detail::read_regular_file(fd.get(), 12, out));
+  CHECK(out.size() == 12);
 }
