@@ -1,4 +1,6 @@
 // module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
+#include <cstring>
+
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "launch_profile.hpp"
@@ -12,7 +14,11 @@ py::str text(std::string_view s) {
 }
 
 std::string type_name(py::handle obj) {
-  return py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>();
+  // From tp_name, with no Python code run (a metaclass's __name__ could raise or mutate): a heap
+  // type's is its __name__, a static type's is "module.Name", of which __name__ is the last part.
+  const char* full = Py_TYPE(obj.ptr())->tp_name;
+  const char* dot = std::strrchr(full, '.');
+  return dot ? std::string(dot + 1) : std::string(full);
 }
 
 }  // namespace jitbridge::python

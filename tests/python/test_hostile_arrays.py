@@ -399,3 +399,19 @@ def test_views_and_tensors_cannot_be_made_uninitialised(cls):
     if cls is jitbridge.ArrayView:
         with pytest.raises(TypeError):
             copy.copy(jitbridge.from_ptr(0x1000, 4, "int8"))
+
+
+class RaisingNameMeta(type):
+    """A metaclass whose __name__ raises: error messages name such types without running Python code."""
+
+    @property
+    def __name__(cls):
+        raise RuntimeError("__name__ must not be read")
+
+
+def test_type_name_in_errors_runs_no_python_code():
+    Odd = RaisingNameMeta("Odd", (), {})
+    with pytest.raises(TypeError, match=r"ptr must be an int, got a Odd"):
+        jitbridge.from_ptr(Odd(), (4,), "float32", device="cuda:0")
+    with pytest.raises(TypeError, match=r"options.*Odd"):
+        jitbridge.compile('extern "C" __global__ void k() {}', options=[Odd()], arch="sm_90")
