@@ -1,0 +1,322 @@
+// fake_cuda.cpp — a stand-in libcuda.so.1 with one made-up GPU, so that fuzzed launches reach validate_launch and a recorded cuLaunchKernel on a machine without one.
+// Only what jitbridge asks is implemented; memory is never touched (addresses are made up), copies fail.
+#include <cuda.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "fake_cuda.h"
+
+namespace {
+
+using namespace fake_cuda;
+
+std::mutex g_mutex;
+FakeCudaLaunch g_last{};
+thread_local CUcontext t_current = nullptr;
+thread_local CUcontext t_stack[64];
+thread_local int t_depth = 0;
+char g_context_storage[1];
+CUcontext context0() { return reinterpret_cast<CUcontext>(g_context_storage); }
+std::atomic<std::uintptr_t> g_next_handle{0x10000};
+std::atomic<std::uint64_t> g_next_address{0x7f0000000000ull};
+
+template <class T>
+T new_handle() {
+  return reinterpret_cast<T>(g_next_handle.fetch_add(16));
+}
+
+// Kernel handles: the name asked for, per handle.
+std::unordered_map<std::uintptr_t, std::string>& kernel_names() {
+  static auto* names = new std::unordered_map<std::uintptr_t, std::string>();
+  return *names;
+}
+
+CUresult fInit(unsigned) { return CUDA_SUCCESS; }
+CUresult fDriverGetVersion(int* v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult fGetErrorName(CUresult rc, const char** out) {
+  *out = rc == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+  return CUDA_SUCCESS;
+}
+CUresult fGetErrorString(CUresult, const char** out) {
+  *out = "an error of the fake driver";
+  return CUDA_SUCCESS;
+}
+CUresult fDeviceGetCount(int* n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+CUresult fDeviceGet(CUdevice* d, int ordinal) {
+  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fDeviceGetName(char* name, int len, CUdevice) {
+  if (len > 0) std::strncpy(name, "Fake GPU (jitbridge fuzzing)", static_cast<std::size_t>(len) - 1)[len - 1] = '\0';
+  return CUDA_SUCCESS;
+}
+CUresult fDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = kCcMajor; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = kCcMinor; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = kMaxThreadsPerBlock; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *v = kMaxBlockDim[0]; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *v = kMaxBlockDim[1]; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *v = kMaxBlockDim[2]; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *v = kMaxGridDim[0]; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *v = kMaxGridDim[1]; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *v = kMaxGridDim[2]; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = kMaxSharedPerBlock; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = kMaxSharedOptin; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
+    default: *v = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fDeviceTotalMem(std::size_t* bytes, CUdevice) {
+  *bytes = std::size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult fPrimaryCtxRetain(CUcontext* c, CUdevice) {
+  *c = context0();
+  return CUDA_SUCCESS;
+}
+CUresult fPrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult fCtxGetCurrent(CUcontext* c) {
+  *c = t_current;
+  return CUDA_SUCCESS;
+}
+CUresult fCtxSetCurrent(CUcontext c) {
+  t_current = c;
+  return CUDA_SUCCESS;
+}
+CUresult fCtxGetDevice(CUdevice* d) {
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fSuccess0() { return CUDA_SUCCESS; }
+CUresult fCtxPush(CUcontext c) {
+  if (t_depth == 64) return CUDA_ERROR_INVALID_VALUE;
+  t_stack[t_depth++] = t_current;
+  t_current = c;
+  return CUDA_SUCCESS;
+}
+CUresult fCtxPop(CUcontext* out) {
+  if (t_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (out) *out = t_current;
+  t_current = t_stack[--t_depth];
+  return CUDA_SUCCESS;
+}
+CUresult fLibraryLoadData(CUlibrary* lib, const void*, CUjit_option*, void**, unsigned, CUlibraryOption*, void**,
+                          unsigned) {
+  *lib = new_handle<CUlibrary>();
+  return CUDA_SUCCESS;
+}
+CUresult fLibraryUnload(CUlibrary) { return CUDA_SUCCESS; }
+CUresult fLibraryGetKernel(CUkernel* k, CUlibrary, const char* name) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  *k = new_handle<CUkernel>();
+  kernel_names()[reinterpret_cast<std::uintptr_t>(*k)] = name;
+  return CUDA_SUCCESS;
+}
+CUresult fKernelGetName(const char** out, CUkernel k) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = kernel_names().find(reinterpret_cast<std::uintptr_t>(k));
+  if (it == kernel_names().end()) return CUDA_ERROR_INVALID_HANDLE;
+  *out = it->second.c_str();
+  return CUDA_SUCCESS;
+}
+CUresult fKernelGetFunction(CUfunction* f, CUkernel k) {
+  *f = reinterpret_cast<CUfunction>(k);
+  return CUDA_SUCCESS;
+}
+int function_attribute(CUfunction_attribute a) {
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return kKernelMaxThreads;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: return kKernelStaticShared;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: return 32;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: return kMaxSharedOptin - kKernelStaticShared;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: return 90;
+    default: return 0;
+  }
+}
+CUresult fKernelGetAttribute(int* v, CUfunction_attribute a, CUkernel, CUdevice) {
+  *v = function_attribute(a);
+  return CUDA_SUCCESS;
+}
+CUresult fFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
+  *v = function_attribute(a);
+  return CUDA_SUCCESS;
+}
+CUresult fKernelSetAttribute(CUfunction_attribute, int, CUkernel, CUdevice) { return CUDA_SUCCESS; }
+CUresult fFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+
+void record(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
+            void** extra, const CUlaunchAttribute* attrs, unsigned n_attrs) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  FakeCudaLaunch& l = g_last;
+  const std::uint64_t count = l.count + 1;
+  std::memset(&l, 0, sizeof l);
+  l.count = count;
+  const unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+  std::memcpy(l.grid, g, sizeof g);
+  std::memcpy(l.block, b, sizeof b);
+  l.shared_mem = shared;
+  for (unsigned i = 0; i < n_attrs; ++i) {
+    switch (attrs[i].id) {
+      case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        l.cluster[0] = attrs[i].value.clusterDim.x;
+        l.cluster[1] = attrs[i].value.clusterDim.y;
+        l.cluster[2] = attrs[i].value.clusterDim.z;
+        break;
+      case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: l.cooperative = attrs[i].value.cooperative; break;
+      case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        l.programmatic = attrs[i].value.programmaticStreamSerializationAllowed;
+        break;
+      default: break;
+    }
+  }
+  const void* buffer = nullptr;
+  std::size_t size = 0;
+  for (int i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<std::size_t*>(extra[i + 1]);
+  }
+  if (buffer) {
+    l.buffer_form = 1;
+    l.param_bytes = size;
+    std::memcpy(l.params, buffer, size < sizeof l.params ? size : sizeof l.params);
+  }
+}
+CUresult fLaunchKernel(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shared, CUstream, void**, void** extra) {
+  record(gx, gy, gz, bx, by, bz, shared, extra, nullptr, 0);
+  return CUDA_SUCCESS;
+}
+CUresult fLaunchKernelEx(const CUlaunchConfig* c, CUfunction, void**, void** extra) {
+  record(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes, extra,
+         c->attrs, c->numAttrs);
+  return CUDA_SUCCESS;
+}
+CUresult fMemAlloc(CUdeviceptr* p, std::size_t bytes) {
+  *p = g_next_address.fetch_add((bytes + 0xffff) & ~std::uint64_t{0xffff});
+  return CUDA_SUCCESS;
+}
+CUresult fMemAllocAsync(CUdeviceptr* p, std::size_t bytes, CUstream) { return fMemAlloc(p, bytes); }
+CUresult fMemFree(CUdeviceptr) { return CUDA_SUCCESS; }
+CUresult fMemFreeAsync(CUdeviceptr, CUstream) { return CUDA_SUCCESS; }
+CUresult fNotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult fMemsetD8Async(CUdeviceptr, unsigned char, std::size_t, CUstream) { return CUDA_SUCCESS; }
+CUresult fMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
+  *free_bytes = std::size_t{40} << 30;
+  *total = std::size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult fEventCreate(CUevent* e, unsigned) {
+  *e = new_handle<CUevent>();
+  return CUDA_SUCCESS;
+}
+CUresult fEventElapsed(float* ms, CUevent, CUevent) {
+  *ms = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fStreamCreate(CUstream* s, unsigned) {
+  *s = new_handle<CUstream>();
+  return CUDA_SUCCESS;
+}
+CUresult fStreamGetCtx(CUstream, CUcontext* c) {
+  *c = context0();
+  return CUDA_SUCCESS;
+}
+CUresult fStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
+  *s = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult fPointerGetAttribute(void* data, CUpointer_attribute a, CUdeviceptr) {
+  if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
+    *static_cast<int*>(data) = 0;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult fLibraryGetGlobal(CUdeviceptr*, std::size_t*, CUlibrary, const char*) { return CUDA_ERROR_NOT_FOUND; }
+CUresult fOccupancyBlockSize(int* min_grid, int* block, CUfunction, CUoccupancyB2DSize, std::size_t, int) {
+  *min_grid = 132;
+  *block = kKernelMaxThreads;
+  return CUDA_SUCCESS;
+}
+CUresult fOccupancyBlocks(int* n, CUfunction, int, std::size_t) {
+  *n = 2;
+  return CUDA_SUCCESS;
+}
+
+struct Entry {
+  const char* name;
+  void* fn;
+};
+#define FAKE(name, fn) {#name, reinterpret_cast<void*>(fn)}
+// Entries without an exact signature here (fSuccess0, fNotSupported) ignore their arguments.
+const Entry kEntries[] = {
+    FAKE(cuInit, fInit), FAKE(cuDriverGetVersion, fDriverGetVersion), FAKE(cuGetErrorName, fGetErrorName),
+    FAKE(cuGetErrorString, fGetErrorString), FAKE(cuDeviceGetCount, fDeviceGetCount), FAKE(cuDeviceGet, fDeviceGet),
+    FAKE(cuDeviceGetName, fDeviceGetName), FAKE(cuDeviceGetAttribute, fDeviceGetAttribute),
+    FAKE(cuDeviceTotalMem, fDeviceTotalMem), FAKE(cuDevicePrimaryCtxRetain, fPrimaryCtxRetain),
+    FAKE(cuDevicePrimaryCtxRelease, fPrimaryCtxRelease), FAKE(cuCtxGetCurrent, fCtxGetCurrent),
+    FAKE(cuCtxSetCurrent, fCtxSetCurrent), FAKE(cuCtxGetDevice, fCtxGetDevice), FAKE(cuCtxSynchronize, fSuccess0),
+    FAKE(cuLibraryLoadData, fLibraryLoadData), FAKE(cuLibraryUnload, fLibraryUnload),
+    FAKE(cuLibraryGetKernel, fLibraryGetKernel), FAKE(cuKernelGetFunction, fKernelGetFunction),
+    FAKE(cuKernelGetAttribute, fKernelGetAttribute), FAKE(cuFuncGetAttribute, fFuncGetAttribute),
+    FAKE(cuLaunchKernel, fLaunchKernel), FAKE(cuLaunchKernelEx, fLaunchKernelEx), FAKE(cuMemAlloc, fMemAlloc),
+    FAKE(cuMemFree, fMemFree), FAKE(cuMemcpyHtoD, fNotSupported), FAKE(cuMemcpyDtoH, fNotSupported),
+    FAKE(cuStreamSynchronize, fSuccess0), FAKE(cuCtxPushCurrent, fCtxPush), FAKE(cuCtxPopCurrent, fCtxPop),
+    FAKE(cuMemAllocAsync, fMemAllocAsync), FAKE(cuMemFreeAsync, fMemFreeAsync),
+    FAKE(cuMemsetD8Async, fMemsetD8Async), FAKE(cuMemcpyDtoDAsync, fNotSupported),
+    FAKE(cuMemcpyHtoDAsync, fNotSupported), FAKE(cuMemcpyDtoHAsync, fNotSupported), FAKE(cuMemGetInfo, fMemGetInfo),
+    FAKE(cuEventCreate, fEventCreate), FAKE(cuEventRecord, fSuccess0), FAKE(cuEventDestroy, fSuccess0),
+    FAKE(cuEventSynchronize, fSuccess0), FAKE(cuEventQuery, fSuccess0), FAKE(cuEventElapsedTime, fEventElapsed),
+    FAKE(cuStreamWaitEvent, fSuccess0), FAKE(cuStreamCreate, fStreamCreate), FAKE(cuStreamDestroy, fSuccess0),
+    FAKE(cuStreamQuery, fSuccess0), FAKE(cuStreamGetCtx, fStreamGetCtx),
+    FAKE(cuStreamIsCapturing, fStreamIsCapturing), FAKE(cuPointerGetAttribute, fPointerGetAttribute),
+    FAKE(cuKernelSetAttribute, fKernelSetAttribute), FAKE(cuFuncSetAttribute, fFuncSetAttribute),
+    FAKE(cuLibraryGetGlobal, fLibraryGetGlobal), FAKE(cuKernelGetName, fKernelGetName),
+    FAKE(cuOccupancyMaxPotentialBlockSize, fOccupancyBlockSize),
+    FAKE(cuOccupancyMaxActiveBlocksPerMultiprocessor, fOccupancyBlocks),
+    // cuKernelGetParamInfo, cuLibraryGetKernelCount, cuLibraryEnumerateKernels: absent (optional in jitbridge).
+};
+#undef FAKE
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
+                                                                     CUdriverProcAddressQueryResult* status) {
+  for (const Entry& e : kEntries) {
+    if (std::strcmp(e.name, symbol) == 0) {
+      *pfn = e.fn;
+      if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pfn = nullptr;
+  if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+__attribute__((visibility("default"))) void fake_cuda_last_launch(FakeCudaLaunch* out) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  *out = g_last;
+}
+
+}  // extern "C"

@@ -1,0 +1,34 @@
+// fake_cuda.h — what the fake libcuda.so.1 (fake_cuda.cpp) pretends to be, and how a fuzz target reads its launches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+// The one made-up GPU: an sm_90 device with H100-like limits. The reference validators use these
+// constants; jitbridge reads them through cuDeviceGetAttribute like any driver's.
+namespace fake_cuda {
+constexpr int kCcMajor = 9, kCcMinor = 0;
+constexpr int kMaxThreadsPerBlock = 1024;
+constexpr int kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr int kMaxGridDim[3] = {2147483647, 65535, 65535};
+constexpr int kMaxSharedPerBlock = 48 * 1024;
+constexpr int kMaxSharedOptin = 227 * 1024;
+constexpr int kKernelMaxThreads = 1024;   // every kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+constexpr int kKernelStaticShared = 1024; // every kernel's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+}  // namespace fake_cuda
+
+// The last cuLaunchKernel / cuLaunchKernelEx call, as the driver received it.
+struct FakeCudaLaunch {
+  std::uint64_t count;  // launches so far
+  unsigned grid[3], block[3], cluster[3];  // cluster all 0: no cluster attribute
+  unsigned shared_mem;
+  int cooperative, programmatic;
+  int buffer_form;              // 1: parameters came as CU_LAUNCH_PARAM_BUFFER_POINTER
+  std::size_t param_bytes;      // the buffer's size (buffer form only)
+  unsigned char params[4096];   // its first bytes
+};
+
+extern "C" {
+// Copies the last launch into `out` (count == 0: none yet). Exported by the fake libcuda.so.1.
+void fake_cuda_last_launch(FakeCudaLaunch* out);
+}
