@@ -32,19 +32,6 @@ JITBRIDGE_ANNOTATED_OBJECT(IndexArg, "typing.SupportsIndex")
 
 namespace jitbridge::python {
 
-// type_name(obj) for the message of an error about to be raised from the pending one: the pending
-// error is set aside while the name is looked up (which runs Python code) and put back. Never
-// throws; falls back to the C type name.
-inline std::string type_name_keeping_error(PyObject* obj) noexcept {
-  const ErrorStash pending;
-  try {
-    return type_name(obj);
-  } catch (...) {
-    PyErr_Clear();
-    return Py_TYPE(obj)->tp_name;
-  }
-}
-
 // `value` as an integer in [lo, hi]: an int (never a bool) or any object with __index__, which is
 // run once (hold a strong reference to `value`). Throws TypeError "<name>: expected an int, got
 // <type>"; TypeError naming the argument when __index__ raised an ordinary exception (the original
@@ -62,7 +49,7 @@ std::int64_t int_arg(PyObject* value, const Subject& name, std::int64_t lo, std:
     case IntRead::index_failed:
       raise_from_current(PyExc_TypeError,
                          fmt::format("{}: expected an int, got {} whose __index__() failed", name.text(),
-                                     type_name_keeping_error(value)));
+                                     type_name(value)));
     case IntRead::not_int:
     case IntRead::negative:
       break;
@@ -79,7 +66,7 @@ inline bool flag_arg(PyObject* value, const Subject& name) {
   const int truth = PyObject_IsTrue(value);
   if (truth < 0)
     raise_from_current(PyExc_TypeError,
-                       fmt::format("{}: bool() of the {} failed", name.text(), type_name_keeping_error(value)));
+                       fmt::format("{}: bool() of the {} failed", name.text(), type_name(value)));
   return truth == 1;
 }
 

@@ -56,7 +56,7 @@ std::vector<std::string> string_list(py::handle obj, const char* what, bool path
       PyObject* path = PyOS_FSPath(item.ptr());
       if (!path)
         raise_from_current(PyExc_TypeError,
-                           fmt::format("{}: os.fspath() of the {} failed", name, type_name_keeping_error(item.ptr())));
+                           fmt::format("{}: os.fspath() of the {} failed", name, type_name(item)));
       value = py::reinterpret_steal<py::object>(path);
     }
     if (!PyUnicode_Check(value.ptr()))

@@ -79,7 +79,7 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
       py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
       if (!as_int)
         raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: __index__() of the {} failed", kernel, i,
-                                                        type_name_keeping_error(o)));
+                                                        type_name(o)));
       int overflow = 0;
       value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
       if (value == -1 && !overflow && PyErr_Occurred()) raise_now();
@@ -109,7 +109,7 @@ void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
       double d = PyFloat_AsDouble(o);
       if (d == -1.0 && PyErr_Occurred())
         raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: float() of the {} failed", kernel, i,
-                                                        type_name_keeping_error(o)));
+                                                        type_name(o)));
       v.kind = ArgValue::Kind::floating;
       v.f = d;
       return;
