@@ -35,6 +35,14 @@ def warmed_up(kernel, *args):
     return kernel
 
 
+@pytest.fixture(autouse=True)
+def nothing_left_to_collect():
+    """Collects what earlier tests left in reference cycles before a test starts: unloading a module (a
+    RawKernel collected late) waits for the GPU, which would end the spinning kernel before the test looks."""
+    gc.collect()
+    jitbridge.synchronize()
+
+
 @pytest.fixture(scope="module")
 def spin():
     return warmed_up(jitbridge.RawKernel(SPIN_COPY, "spin_copy"), 0, 1)
