@@ -196,7 +196,7 @@ def main():
         for f in rows[-1]["findings"]:
             print(f"[fuzz]   {f['category']}: {f['detail']}\n[fuzz]     input: {f['input']}  log: {f['log']}",
                   flush=True)
-    print()
+    print("\n[fuzz] summary")
     print(table(rows))
     findings = [f for r in rows for f in r["findings"]]
     with open(os.path.join(findings_dir, "summary.json"), "w") as f:

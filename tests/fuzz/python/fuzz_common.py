@@ -111,7 +111,7 @@ def int_spec(fdp, value=None, action_ok=True, allow_bad=True, actions=()):
         action = fdp.PickValueInList(list(actions)) if actions and action_ok and fdp.ConsumeBool() else None
         return ("index", v, action)
     return fdp.PickValueInList([("bool", True), ("bool", False), ("float", float(v % 97)), ("str", str(v)),
-                                ("none",), ("raises",), ("object",)])
+                                ("none",), ("raises",), ("object",), ("nd0", float(v % 97)), ("nd0", v % 2**63)])
 
 
 def seq_spec(fdp, values, kinds=("tuple", "list"), allow_bad=True, actions=()):

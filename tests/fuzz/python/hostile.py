@@ -135,6 +135,9 @@ def build(spec, ctx, name=None):
         return None
     if kind == "object":
         return object()
+    if kind == "nd0":  # a 0-d NumPy array: __index__ for an int, none for a float (its __index__ raises)
+        import numpy
+        return numpy.array(spec[1])
     if kind == "index":
         return Index(spec[1], _once(ctx, spec[2]))
     if kind == "truth":

@@ -131,6 +131,8 @@ class Invalid(Exception):
 def as_int(spec, lo=INT64_MIN, hi=INT64_MAX):
     """The integer a value spec stands for (hostile.py's specs), or Invalid. Bools never are ints."""
     kind = spec[0]
+    if kind == "nd0" and isinstance(spec[1], int):
+        kind = "index"  # a 0-d integer array has __index__
     if kind in ("int", "intsub", "index"):
         v = spec[1]
         if not lo <= v <= hi:
@@ -154,6 +156,8 @@ def truth(spec):
         return False
     if kind in ("truth",):
         return spec[1]
+    if kind == "nd0":
+        return bool(spec[1])
     if kind == "raises":
         raise Invalid("bool() raises")
     if kind in ("tuple", "tuplesub", "list", "listsub"):
@@ -165,7 +169,7 @@ def intval(spec, index_ok, lo=INT64_MIN, hi=INT64_MAX):
     """An int field: ints and int subclasses; __index__ objects when `index_ok` (the contract leaves them open);
     never bools, floats, text or None."""
     kind = spec[0]
-    if kind == "index" and not index_ok:
+    if kind in ("index", "nd0") and not index_ok:
         raise Invalid("an __index__ object where an int is read")
     return as_int(spec, lo, hi)
 
