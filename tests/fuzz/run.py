@@ -62,6 +62,7 @@ def environment(target, build, scratch):
     env = dict(os.environ)
     env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
     env["JITBRIDGE_CACHE_DIR"] = os.path.join(scratch, "cache")
+    env["TMPDIR"] = scratch
     if target in CPP:
         env["ASAN_OPTIONS"] = "detect_leaks=1:allocator_may_return_null=1"
     else:
@@ -106,17 +107,21 @@ def fuzz_target(target, opts, findings_dir):
         args.insert(0, f"-runs={runs_left}" if opts.runs is not None else f"-max_total_time={left}")
         log_path = os.path.join(artifacts, f"log-{attempt}.txt")
         started = time.time()
+        hung = False
         with open(log_path, "w") as log_file, open(os.devnull) as devnull:
-            subprocess.run(command(target, opts.build, args), env=environment(target, opts.build, scratch),
-                           stdout=log_file, stderr=subprocess.STDOUT, stdin=devnull, cwd=scratch,
-                           timeout=(left + 120) if opts.runs is None else None)
+            try:
+                subprocess.run(command(target, opts.build, args), env=environment(target, opts.build, scratch),
+                               stdout=log_file, stderr=subprocess.STDOUT, stdin=devnull, cwd=scratch,
+                               timeout=(left + 120) if opts.runs is None else None)
+            except subprocess.TimeoutExpired:
+                hung = True  # not even libFuzzer's own timeout stopped it
         row["seconds"] += time.time() - started
         log = open(log_path, errors="replace").read()
         executed = stats(log)
         row["executions"] += executed
         if runs_left is not None:
             runs_left -= executed
-        found = classify(log)
+        found = ("hang", "the target did not stop 2 minutes after its time") if hung else classify(log)
         if found is None and executed == 0:
             first = re.search(r"(ERROR[^\n]*|\w+Error[^\n]*)", log)
             found = ("crash", "the target did not run: " + (first.group(1) if first else log[-200:]))

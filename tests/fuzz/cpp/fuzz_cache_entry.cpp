@@ -29,8 +29,9 @@ const std::string kKey = "0123456789abcdef0123456789abcdef";
 struct Place {
   std::string dir, entries, entry, other;
   Place() {
-    char tmpl[] = "/tmp/jbfuzz-cache-XXXXXX";
-    if (!::mkdtemp(tmpl)) std::abort();
+    const char* tmp = std::getenv("TMPDIR");  // scripts/fuzz gives each run its own, removed afterwards
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/jbfuzz-cache-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) std::abort();
     dir = tmpl;
     entries = dir + "/v1";
     fs::create_directories(entries);
