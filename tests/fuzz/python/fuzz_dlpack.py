@@ -1,8 +1,9 @@
 """fuzz_dlpack.py — atheris target: jitbridge.as_array on DLPack producers whose capsules (versioned
 DLManagedTensorVersioned and legacy DLManagedTensor, built here with ctypes, or by jitbridge's own
 _testing_capsule hook) carry fuzzed names, versions, flags, ndim, shape, strides, dtype, data, byte_offset and
-device. Checked against reference.judge_capsule, plus ownership: a consumed capsule's deleter runs exactly once,
-when the view goes (at once for a refused tensor), and an unconsumed one's never."""
+device, and arrays of a synthetic framework with the DLPack C exchange API. Checked against
+reference.judge_capsule, plus ownership: a consumed capsule's deleter runs exactly once, when the view goes (at once
+for a refused tensor), and an unconsumed one's never."""
 import ctypes
 import gc
 import itertools
@@ -128,7 +129,7 @@ def make(fdp, token):
     c["byte_offset"] = fdp.PickValueInList([0, 8, 4096]) if fdp.ConsumeBool() else fc.edgy_int(fdp) % 2**64
     c["device"] = fdp.PickValueInList(DEVICES)
     c["deleter"] = fdp.ConsumeIntInRange(0, 15) != 0
-    c["producer"] = fdp.PickValueInList(["modern"] * 6 + ["legacy", "nodevice", "hook"])
+    c["producer"] = fdp.PickValueInList(["modern"] * 6 + ["legacy", "nodevice", "hook", "exchange"])
     c["token"] = token
     return c
 
@@ -177,6 +178,9 @@ def test_one(data):
     context = f"as_array(DLPack {c!r})"
     if c["producer"] == "hook":
         hook_case(fdp, c)
+        return
+    if c["producer"] == "exchange":
+        exchange_case(fdp, c)
         return
     capsule, keep = build_capsule(c)
     if c["producer"] == "legacy":
@@ -238,6 +242,52 @@ def hook_case(fdp, c):
     if taken and after != before + 1:
         finding("lifetime", f"{after - before} deletes after the view went (expected 1) | {context}")
     del obj, capsule  # an untaken capsule deletes its tensor itself
+
+
+class Exchange:
+    """An array of a synthetic framework with the DLPack C exchange API (_core._testing_exchange_api): its DLTensor
+    is made from these attributes by C code, borrowed (dltensor_from_py_object_no_sync)."""
+
+    def __init__(self, ptr, shape, dtype, device, strides):
+        self._ptr, self._shape, self._dtype, self._device, self._strides = ptr, shape, dtype, device, strides
+
+
+class ExchangeManaged(Exchange):
+    """The same framework without dltensor_from_py_object_no_sync: a managed tensor per view, deleted once."""
+
+
+Exchange.__dlpack_c_exchange_api__ = _core._testing_exchange_api(dltensor=True, stream=0, factory=Exchange)
+ExchangeManaged.__dlpack_c_exchange_api__ = _core._testing_exchange_api(dltensor=False, stream=0, factory=Exchange)
+
+
+def exchange_case(fdp, c):
+    name = ref.dtype_name(c["triple"])
+    if name is None or c["triple"][2] != 1:
+        name, c["triple"] = "float32", ref.DTYPES["float32"]
+    c["shape"] = (c["shape"] or [])[:64]  # the framework always has a shape (at most 64 dimensions)
+    c["ndim"] = len(c["shape"])
+    if c["strides"] is not None:
+        c["strides"] = (c["strides"] + [1] * c["ndim"])[:c["ndim"]]
+    c.update(name="dltensor_versioned", versioned=True, major=1, flags=0, byte_offset=0,
+             device=fdp.PickValueInList([(2, 0), (1, 0), (2, 1)]))
+    managed = fdp.ConsumeBool()
+    cls = ExchangeManaged if managed else Exchange
+    obj = cls(c["data"], list(c["shape"]), name, c["device"], None if c["strides"] is None else list(c["strides"]))
+    context = f"as_array(exchange API, {'managed' if managed else 'dltensor'}, {c!r})"
+    before = _core._testing_deleter_count()
+    # An explicit stream: without one, the framework's stream is looked up through a managed tensor of its own
+    # (made and deleted to learn the device), which would blur the count of the view's tensor.
+    v = fc.check(lambda: jitbridge.as_array(obj, stream=1), [ref.judge_capsule(c)], context, view_facts.differences)
+    if v is not None:
+        if _core._testing_deleter_count() != before:
+            finding("lifetime", f"the deleter ran while the view was alive | {context}")
+        view_facts.round_trips(v, context)
+        del v
+        gc.collect(0)
+    want = before + (1 if managed else 0)
+    if _core._testing_deleter_count() != want:
+        finding("lifetime", f"{_core._testing_deleter_count() - before} deletes after the view went (expected "
+                            f"{want - before}) | {context}")
 
 
 if __name__ == "__main__":
