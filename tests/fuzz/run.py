@@ -15,7 +15,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-CPP = ["array_view", "dlpack_managed", "cache_entry", "signature_pack", "launch_config"]
+CPP = ["array_view", "dlpack_managed", "cache_entry", "signature_pack", "launch_config", "nvrtc_outputs"]
 PY = ["py_cai", "py_dlpack", "py_from_ptr", "py_launch"]
 MARKER = re.compile(r"JB-FUZZ-FINDING: ([a-z-]+): (.*)")
 
