@@ -49,11 +49,12 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
     bad(fmt::format("block: {} threads exceed {}'s limit of {} per block (its launch bounds and registers)", threads,
                     function.name(), own.max_threads_per_block));
   if (c.shared_mem > 0) {
-    const std::size_t total = own.static_shared + c.shared_mem;
-    if (total > static_cast<std::size_t>(l.max_shared_per_block_optin))
+    // Compared before adding: shared_mem near SIZE_MAX plus the static bytes used to wrap to a small total.
+    const std::size_t limit = static_cast<std::size_t>(l.max_shared_per_block_optin);
+    if (c.shared_mem > limit || own.static_shared > limit - c.shared_mem)
       bad(fmt::format("shared_mem: {} bytes (plus {} static) exceed cuda:{}'s limit of {} bytes per block", c.shared_mem,
                       own.static_shared, device.ordinal(), l.max_shared_per_block_optin));
-    if (total > kDefaultSharedLimit) function.allow_dynamic_shared(c.shared_mem, device);
+    if (own.static_shared + c.shared_mem > kDefaultSharedLimit) function.allow_dynamic_shared(c.shared_mem, device);
   }
   if (c.cluster.x != 0) {
     if (!l.cluster_launch) bad(fmt::format("cluster: cuda:{} cannot launch thread-block clusters", device.ordinal()));
