@@ -1,6 +1,7 @@
 // diagnostics.cpp — turns NVRTC's log into a CompileError that points at the offending line.
 #include <fmt/format.h>
 
+#include <limits>
 
 #include "jit_internal.hpp"
 
@@ -22,10 +23,12 @@ bool located_error(std::string_view line, std::string& file, int& number, std::s
   int n = 0;
   for (std::size_t i = open + 1; i < close; ++i) {
     if (line[i] < '0' || line[i] > '9') return false;
-    n = n * 10 + (line[i] - '0');
+    const int digit = line[i] - '0';
+    if (n > (std::numeric_limits<int>::max() - digit) / 10) return false;  // no line has such a number
+    n = n * 10 + digit;
   }
   std::string_view rest = line.substr(close + 3);
-  if (rest.substr(0, 12) == "catastrophic") rest.remove_prefix(13);
+  if (rest.substr(0, 13) == "catastrophic ") rest.remove_prefix(13);
   if (rest.substr(0, 5) != "error") return false;
   std::size_t colon = rest.find(": ");
   if (colon == std::string_view::npos) return false;
@@ -58,9 +61,10 @@ CompileError::Details parse_diagnostics(std::string_view log, std::string_view s
     std::string file;
     if (located_error(lines[i], file, d.line, d.message)) {
       // NVRTC echoes the line indented by two blanks, then a caret line under the column.
-      if (i + 2 < lines.size() && lines[i + 2].find('^') != std::string_view::npos &&
+      const std::size_t caret = i + 2 < lines.size() ? lines[i + 2].find('^') : std::string_view::npos;
+      if (caret != std::string_view::npos && caret <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
           lines[i + 1].substr(0, 2) == "  ") {
-        d.column = static_cast<int>(lines[i + 2].find('^')) - 1;
+        d.column = static_cast<int>(caret) - 1;
         d.source_line = std::string(lines[i + 1].substr(2));
       }
       if (file == program_name) {

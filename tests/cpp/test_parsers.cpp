@@ -131,6 +131,21 @@ TEST_CASE("diagnostics without a location still produce a message") {
   CHECK(format_compile_error(d).rfind("k.cu: error: invalid value", 0) == 0);
 }
 
+TEST_CASE("diagnostics: line numbers past int and a bare 'catastrophic' are not located errors (fuzz findings)") {
+  // Both used to be undefined behaviour: a signed overflow, and remove_prefix past the end.
+  auto big = parse_diagnostics("k.cu(99999999999): error: x", "", "k.cu", {});
+  CHECK(big.line == 0);
+  auto bare = parse_diagnostics("k.cu(3): catastrophic", "", "k.cu", {});
+  CHECK(bare.line == 0);
+  CHECK(bare.message == "NVRTC reported a failure without an error line");
+  auto real = parse_diagnostics("k.cu(3): catastrophic error: cannot open source file \"x.h\"", "a\nb\nc\n", "k.cu", {});
+  CHECK(real.line == 3);
+  CHECK(real.source_line == "c");
+  CHECK(real.message == "cannot open source file \"x.h\"");
+  auto at_max = parse_diagnostics("k.cu(2147483647): error: y", "", "k.cu", {});
+  CHECK(at_max.line == 2147483647);
+}
+
 TEST_CASE("Hasher separates fields") {
   Hasher a, b;
   a.field("ab").field("c");
