@@ -153,6 +153,7 @@ def test_cupy_graph_capture(gpu, saxpy):
     x = cp.random.standard_normal(n, dtype=cp.float32)
     y = cp.random.standard_normal(n, dtype=cp.float32)
     y0 = y.copy()
+    cp.cuda.Device().synchronize()  # made on the legacy stream, which the non-blocking stream does not wait for
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         saxpy(n // 256, 256, (2.0, x, y, n))

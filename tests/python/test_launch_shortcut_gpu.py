@@ -163,6 +163,7 @@ def test_cupy_and_numba_arrays_take_their_shortcuts(gpu):
         x = cp.random.standard_normal(n, dtype=cp.float32)
         y = cp.random.standard_normal(n, dtype=cp.float32)
         expected = 2.0 * x - y
+        cp.cuda.Device().synchronize()  # made on the legacy stream, which the non-blocking stream does not wait for
         with stream:   # CuPy's current stream: the launch must follow it
             k((n + 127) // 128, 128, (2.0, x, -1.0, y, n, False, None))
         stream.synchronize()

@@ -163,7 +163,8 @@ def test_cupy_input_dropped_while_queued(gpu, spin):
     with s:
         x = src.copy()
         out = cp.full(N, cp.nan, dtype=cp.float32)
-        spin((GRID,), (BLOCK,), (out, x, SPIN_CYCLES, N))  # CuPy's current stream: s
+        spin((GRID,), (BLOCK,), (out, x, 5 * SPIN_CYCLES, N))  # CuPy's current stream: s; ~1 s (CuPy's first
+        # calls below take longer than 0.2 s)
         del x
         gc.collect()
         y = cp.empty(N, dtype=cp.float32)  # CuPy's pool is per stream: ordered after the spin
