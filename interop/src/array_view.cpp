@@ -142,9 +142,12 @@ std::int64_t ArrayView::nbytes() const {
 
 bool ArrayView::is_c_contiguous() const noexcept {
   if (strides.size() != shape.size()) return false;
+  // Empty views are contiguous whatever their strides (checked first: a stride that mismatches
+  // before the zero extent must not decide; fuzz finding py_dlpack/empty-view-cai-export-...).
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return true;
     if (shape[i] != 1 && strides[i] != expected) return false;
     if (!checked::mul(expected, shape[i], expected)) return false;
   }

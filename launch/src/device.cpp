@@ -46,7 +46,7 @@ const Device& Device::get(int ordinal) {
     }
     if (known == 0) driver();  // throws NoDriverError with the reason when there is no driver
     if (ordinal < 0 || ordinal >= known)
-      throw std::out_of_range(fmt::format("device {} does not exist (this machine has {} CUDA device{})", ordinal,
+      throw std::invalid_argument(fmt::format("device {} does not exist (this machine has {} CUDA device{})", ordinal,
                                           known, known == 1 ? "" : "s"));
     auto& slot = (*devices)[static_cast<std::size_t>(ordinal)];
     if (!slot) slot.reset(new Device(ordinal));

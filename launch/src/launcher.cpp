@@ -59,6 +59,8 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
   if (c.cluster.x != 0) {
     if (!l.cluster_launch) bad(fmt::format("cluster: cuda:{} cannot launch thread-block clusters", device.ordinal()));
     const Dim3& k = c.cluster;
+    if (k.x == 0 || k.y == 0 || k.z == 0)  // (x == 0 means no cluster; a 0 elsewhere used to divide by zero)
+      bad(fmt::format("cluster: ({}, {}, {}) has a zero dimension", k.x, k.y, k.z));
     if (c.grid.x % k.x || c.grid.y % k.y || c.grid.z % k.z)
       bad(fmt::format("cluster: ({}, {}, {}) does not divide the grid ({}, {}, {})", k.x, k.y, k.z, c.grid.x, c.grid.y,
                       c.grid.z));

@@ -23,7 +23,7 @@ struct DeviceLimits {
 // order at exit; the driver tears them down itself).
 class Device {
  public:
-  // The device with this ordinal. Throws NoDriverError without a driver, std::out_of_range
+  // The device with this ordinal. Throws NoDriverError without a driver, std::invalid_argument (ValueError in Python)
   // for an ordinal the driver does not have. Thread-safe; cheap after the first call.
   static const Device& get(int ordinal);
   static int count();  // 0 without a driver
