@@ -2,7 +2,7 @@
 #include <exception>
 
 #include "bindings.hpp"
-#include "interop_objects.hpp"
+#include "interop/interop_objects.hpp"
 #include "jitbridge/driver.hpp"
 #include "jitbridge/launcher.hpp"
 

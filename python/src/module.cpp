@@ -1,9 +1,9 @@
 // module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
 #include <cstring>
 
-#include "arrays.hpp"
+#include "interop/arrays.hpp"
 #include "bindings.hpp"
-#include "launch_profile.hpp"
+#include "launch/launch_profile.hpp"
 
 namespace jitbridge::python {
 

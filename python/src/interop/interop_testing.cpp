@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "array_support.hpp"
-#include "interop_objects.hpp"
+#include "interop/array_support.hpp"
+#include "interop/interop_objects.hpp"
 
 namespace jitbridge::python {
 namespace {

@@ -4,12 +4,12 @@
 
 #include <climits>
 
-#include "arrays.hpp"
-#include "checked_args.hpp"
-#include "initialised.hpp"
+#include "interop/arrays.hpp"
+#include "common/checked_args.hpp"
+#include "common/initialised.hpp"
 #include "jitbridge/streams.hpp"
-#include "kernels.hpp"
-#include "launch_profile.hpp"
+#include "launch/kernels.hpp"
+#include "launch/launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <deque>
 
-#include "arrays.hpp"
-#include "checked_args.hpp"
+#include "interop/arrays.hpp"
+#include "common/checked_args.hpp"
 #include "jitbridge/streams.hpp"
 #include "jitbridge/launch.hpp"
-#include "kernels.hpp"
-#include "launch_profile.hpp"
+#include "launch/kernels.hpp"
+#include "launch/launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "array_support.hpp"
+#include "interop/array_support.hpp"
 #include "bindings.hpp"
-#include "interop_objects.hpp"
+#include "interop/interop_objects.hpp"
 #include "jitbridge/device.hpp"
 
 namespace jitbridge::python {

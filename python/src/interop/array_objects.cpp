@@ -2,9 +2,9 @@
 // jitbridge.as_array and jitbridge.from_ptr.
 #include <fmt/format.h>
 
-#include "array_support.hpp"
+#include "interop/array_support.hpp"
 #include "bindings.hpp"
-#include "interop_objects.hpp"
+#include "interop/interop_objects.hpp"
 #include "jitbridge/device.hpp"
 
 namespace jitbridge::python {

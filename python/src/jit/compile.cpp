@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "checked_args.hpp"
+#include "common/checked_args.hpp"
 #include "jitbridge/cache.hpp"
 
 JITBRIDGE_ANNOTATED_OBJECT(SourceArg, "str | bytes")

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "arrays.hpp"
-#include "py_values.hpp"
+#include "interop/arrays.hpp"
+#include "common/py_values.hpp"
 
 namespace jitbridge::python {
 

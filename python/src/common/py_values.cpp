@@ -1,5 +1,5 @@
 // py_values.cpp — checked readers of untrusted Python values (see py_values.hpp).
-#include "py_values.hpp"
+#include "common/py_values.hpp"
 
 #include <fmt/format.h>
 

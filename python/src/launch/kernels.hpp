@@ -9,7 +9,7 @@
 
 #include "bindings.hpp"
 #include "jitbridge/launcher.hpp"
-#include "launch_shortcut.hpp"
+#include "launch/launch_shortcut.hpp"
 
 namespace jitbridge::python {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "arrays.hpp"
+#include "interop/arrays.hpp"
 #include "jitbridge/launcher.hpp"
 
 namespace jitbridge::python {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "py_values.hpp"
+#include "common/py_values.hpp"
 
 // Parameter types that accept any object (the function checks it itself, for messages that name the
 // argument) but show a precise annotation in the signature help() prints.

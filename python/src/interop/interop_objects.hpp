@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "arrays.hpp"
+#include "interop/arrays.hpp"
 #include "jitbridge/streams.hpp"
 #include "jitbridge/device_tensor.hpp"
 

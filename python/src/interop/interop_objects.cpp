@@ -1,12 +1,12 @@
 // interop_objects.cpp — the registered ArrayView/Tensor types, InteropError translation and the dtype, shape and device parsers.
-#include "interop_objects.hpp"
+#include "interop/interop_objects.hpp"
 #include "jitbridge/dlpack_export.hpp"
 
 #include <fmt/format.h>
 
-#include "array_support.hpp"
+#include "interop/array_support.hpp"
 #include "bindings.hpp"
-#include "py_values.hpp"
+#include "common/py_values.hpp"
 
 namespace jitbridge::python {
 namespace {

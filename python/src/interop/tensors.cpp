@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
-#include "interop_objects.hpp"
+#include "interop/interop_objects.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/dlpack_export.hpp"
 

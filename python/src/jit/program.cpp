@@ -4,8 +4,8 @@
 #include <string>
 
 #include "bindings.hpp"
-#include "checked_args.hpp"
-#include "initialised.hpp"
+#include "common/checked_args.hpp"
+#include "common/initialised.hpp"
 
 namespace jitbridge::python {
 namespace {

@@ -1,5 +1,5 @@
 // launch_profile.cpp — the cycle counters behind launch_profile.hpp (JITBRIDGE_LAUNCH_PROFILE only).
-#include "launch_profile.hpp"
+#include "launch/launch_profile.hpp"
 
 #include <chrono>
 #include <cstdint>

@@ -1,10 +1,10 @@
 // cai_fields.cpp — __cuda_array_interface__ dicts and their fields (ints, int tuples, addresses) into ArrayViews, reading every field through a strong reference.
 #include <fmt/format.h>
 
-#include "array_support.hpp"
+#include "interop/array_support.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/streams.hpp"
-#include "py_values.hpp"
+#include "common/py_values.hpp"
 
 namespace jitbridge::python {
 

@@ -1,14 +1,14 @@
 // launch_shortcut.cpp — the launch shortcut (launch_shortcut.hpp): learnt from a successful full-path
 // launch, taken by later calls with the same argument types, declined (with no side effects) for
 // anything the full path must decide.
-#include "launch_shortcut.hpp"
+#include "launch/launch_shortcut.hpp"
 
 #include <cstring>
 
-#include "array_support.hpp"
+#include "interop/array_support.hpp"
 #include "jitbridge/streams.hpp"
-#include "kernels.hpp"
-#include "launch_profile.hpp"
+#include "launch/kernels.hpp"
+#include "launch/launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "array_support.hpp"
+#include "interop/array_support.hpp"
 #include "jitbridge/streams.hpp"
 
 namespace jitbridge::python {
