@@ -32,6 +32,10 @@ py::str text(std::string_view s);
 // Python's name for the type of `obj` ("int", "list", "Path"), for error messages.
 std::string type_name(py::handle obj);
 
+// Inside a catch block: sets the Python error for the C++ exception being handled (pybind11's translators,
+// jitbridge's included) and returns nullptr. For raw C-API entry points, which must not let exceptions out.
+PyObject* translate_current_exception();
+
 void bind_errors(py::module_& m);       // errors.cpp
 void bind_program(py::module_& m);      // program.cpp
 void bind_compile(py::module_& m);      // compile.cpp
@@ -39,5 +43,6 @@ void bind_cache(py::module_& m);        // cache.cpp
 void bind_environment(py::module_& m);  // environment.cpp
 void install_warning_handler();         // warnings.cpp
 void bind_kernels(py::module_& m);      // kernels.cpp
+void bind_internals(py::module_& m);    // internals.cpp: the _internals capsule
 
 }  // namespace jitbridge::python

@@ -2,6 +2,12 @@
 
 - The package: `import jitbridge` as found; if $JITBRIDGE_BUILD_DIR is set (or jitbridge is not importable
   at all), <build dir>/python goes first on sys.path (default build dir: build/, beside tests/).
+- Installed mode, JITBRIDGE_TEST_INSTALLED=1: the build tree's python/ is never put on sys.path; jitbridge must
+  come from an installed package (site-packages), else the session stops at its start. The pytest header says
+  where jitbridge came from in either mode.
+- The test hooks: <build dir>/python_testing (the test-only extension jitbridge_testing) is appended to sys.path
+  in both modes when it exists; tests that need it skip without it (testing_hooks.py). The build dir is
+  $JITBRIDGE_BUILD_DIR, else the build tree jitbridge was imported from, else build/.
 - The cache: JITBRIDGE_CACHE_DIR points at a fresh temporary directory for the whole session, before
   anything compiles (the in-process cache reads it once), so tests never touch ~/.cache/jitbridge.
 - `@pytest.mark.gpu` tests are skipped when driver_info() finds no driver or no GPU, unless
@@ -22,14 +28,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+INSTALLED = os.environ.get("JITBRIDGE_TEST_INSTALLED") == "1"
+
+
+def _build_dir(name=None):
+    """<name> (relative: to the repository root), else build/."""
+    build_dir = Path(name or "build")
+    return build_dir if build_dir.is_absolute() else ROOT / build_dir
+
+
 def _put_build_on_path():
     build = os.environ.get("JITBRIDGE_BUILD_DIR")
-    if build is None and importlib.util.find_spec("jitbridge") is not None:
+    if INSTALLED or (build is None and importlib.util.find_spec("jitbridge") is not None):
         return
-    build_dir = Path(build or "build")
-    if not build_dir.is_absolute():
-        build_dir = ROOT / build_dir
-    python_dir = build_dir / "python"
+    python_dir = _build_dir(build) / "python"
     if (python_dir / "jitbridge").is_dir():
         sys.path.insert(0, str(python_dir))
 
@@ -47,6 +59,43 @@ except ImportError as e:
                       "PYTHONPATH=build/python, or set JITBRIDGE_BUILD_DIR") from e
 
 REQUIRE_GPU = os.environ.get("JITBRIDGE_REQUIRE_GPU") == "1"
+PACKAGE_DIR = Path(jitbridge.__file__).resolve().parent
+
+
+def _installed_problem():
+    """Why the imported jitbridge is not an installed package (installed mode), or None."""
+    if any(part in ("site-packages", "dist-packages") for part in PACKAGE_DIR.parts):
+        return None
+    if PACKAGE_DIR.is_relative_to(ROOT):
+        return f"it comes from the source or build tree {PACKAGE_DIR}"
+    return f"it comes from {PACKAGE_DIR}, which is no site-packages directory"
+
+
+if INSTALLED and _installed_problem():
+    raise pytest.UsageError(f"JITBRIDGE_TEST_INSTALLED=1, but {_installed_problem()}: install the wheel into the "
+                            "active environment and leave PYTHONPATH without a build tree")
+
+
+def _testing_dir():
+    """The folder of the test-only extension jitbridge_testing: that of the build tree in use (see above)."""
+    build = os.environ.get("JITBRIDGE_BUILD_DIR")
+    if build is not None:
+        return _build_dir(build) / "python_testing"
+    if (PACKAGE_DIR.parent.parent / "CMakeCache.txt").is_file():  # <build>/python/jitbridge
+        return PACKAGE_DIR.parent.parent / "python_testing"
+    return _build_dir() / "python_testing"
+
+
+TESTING_DIR = _testing_dir()
+if TESTING_DIR.is_dir():
+    sys.path.append(str(TESTING_DIR))
+
+
+def pytest_report_header(config):
+    mode = "installed package (JITBRIDGE_TEST_INSTALLED=1)" if INSTALLED else "as found (build tree or installed)"
+    spec = importlib.util.find_spec("jitbridge_testing")
+    testing = spec.origin if spec else f"not built (no {TESTING_DIR}): the tests that need it skip"
+    return [f"jitbridge: {PACKAGE_DIR} [{mode}]", f"jitbridge_testing: {testing}"]
 
 
 def pytest_configure(config):

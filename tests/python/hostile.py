@@ -4,15 +4,15 @@ import gc
 import re
 
 import pytest
+from testing_hooks import hooks
 
-from jitbridge import _core
 
 I64_MAX = 2 ** 63 - 1
 
 
 def deletes():
     gc.collect()
-    return _core._testing_deleter_count()
+    return hooks.deleter_count()
 
 
 def refused(exc, *names):

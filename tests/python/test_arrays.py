@@ -8,7 +8,7 @@ import pytest
 
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES
-from jitbridge import _core
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -16,7 +16,7 @@ RNG = np.random.default_rng(1234)
 
 
 def deletes():
-    return _core._testing_deleter_count()
+    return hooks.deleter_count()
 
 
 class Producer:
@@ -156,15 +156,15 @@ def test_adapter_is_chosen_once_per_type():
     for _ in range(5):
         jitbridge.as_array(Counted())
     assert looked_up == first  # no further type lookups after the first object
-    assert _core._adapter_protocol(Counted) == "cuda_array_interface"
+    assert hooks.adapter_protocol(Counted) == "cuda_array_interface"
 
 
 def test_adapter_names():
-    assert _core._adapter_protocol(np.ndarray) == "dlpack"
-    assert _core._adapter_protocol(jitbridge.ArrayView) == "jitbridge"
-    assert _core._adapter_protocol(jitbridge.Tensor) == "jitbridge"
-    assert _core._adapter_protocol(int) == "none"
-    assert _core._adapter_protocol(CAI) == "cuda_array_interface"
+    assert hooks.adapter_protocol(np.ndarray) == "dlpack"
+    assert hooks.adapter_protocol(jitbridge.ArrayView) == "jitbridge"
+    assert hooks.adapter_protocol(jitbridge.Tensor) == "jitbridge"
+    assert hooks.adapter_protocol(int) == "none"
+    assert hooks.adapter_protocol(CAI) == "cuda_array_interface"
 
 
 # ---- synthetic DLPack producers: versions, ownership, refusals ---------------------------------------------
@@ -172,7 +172,7 @@ def test_adapter_names():
 
 def test_versioned_capsule_deleter_runs_once_when_the_view_goes():
     before = deletes()
-    cap, ptr = _core._testing_capsule("versioned", shape=(2, 3))
+    cap, ptr = hooks.capsule("versioned", shape=(2, 3))
     p = Producer(cap)
     v = jitbridge.as_array(p)
     assert v.ptr == ptr and v.shape == (2, 3) and v.strides == (3, 1)  # NULL strides: C-contiguous
@@ -190,11 +190,11 @@ def test_versioned_capsule_deleter_runs_once_when_the_view_goes():
 
 
 def test_capsule_is_renamed_used_when_taken():
-    cap, _ = _core._testing_capsule("versioned")
+    cap, _ = hooks.capsule("versioned")
     v = jitbridge.as_array(Producer(cap))
     assert "used_dltensor_versioned" in repr(cap)
     del v
-    cap2, _ = _core._testing_capsule("legacy")
+    cap2, _ = hooks.capsule("legacy")
     v = jitbridge.as_array(LegacyProducer(cap2))
     assert "used_dltensor" in repr(cap2)
     del v
@@ -202,7 +202,7 @@ def test_capsule_is_renamed_used_when_taken():
 
 def test_legacy_producer_gets_the_legacy_call_and_deleter_runs_once():
     before = deletes()
-    cap, ptr = _core._testing_capsule("legacy", shape=(5,), strides=(2,), byte_offset=8)
+    cap, ptr = hooks.capsule("legacy", shape=(5,), strides=(2,), byte_offset=8)
     p = LegacyProducer(cap)
     v = jitbridge.as_array(p)
     assert p.calls == [{"stream": None}]
@@ -213,25 +213,25 @@ def test_legacy_producer_gets_the_legacy_call_and_deleter_runs_once():
 
 
 def test_cuda_producer_gets_the_consumer_stream():
-    cap, _ = _core._testing_capsule("versioned", device=(2, 0))
+    cap, _ = hooks.capsule("versioned", device=(2, 0))
     p = Producer(cap, device=(2, 0))
     v = jitbridge.as_array(p)
     assert p.calls[0]["stream"] == 1  # the legacy default stream, as the array API writes it
     assert v.device == "cuda:0" and v.stream == 1
-    cap, _ = _core._testing_capsule("versioned", device=(2, 0))
+    cap, _ = hooks.capsule("versioned", device=(2, 0))
     p = Producer(cap, device=(2, 0))
     v = jitbridge.as_array(p, stream=0x7F00AA00)
     assert p.calls[0]["stream"] == 0x7F00AA00 and v.stream == 0x7F00AA00
 
 
 def test_readonly_flag_of_a_versioned_tensor():
-    cap, _ = _core._testing_capsule("versioned", readonly=True)
+    cap, _ = hooks.capsule("versioned", readonly=True)
     assert jitbridge.as_array(Producer(cap)).readonly
 
 
 def test_used_capsule_is_a_buffer_error_naming_the_argument():
     before = deletes()
-    cap, _ = _core._testing_capsule("used")
+    cap, _ = hooks.capsule("used")
     with pytest.raises(BufferError, match=r"as_array\(obj\).*already consumed"):
         jitbridge.as_array(Producer(cap))
     del cap
@@ -240,7 +240,7 @@ def test_used_capsule_is_a_buffer_error_naming_the_argument():
 
 
 def test_taking_the_same_capsule_twice_is_refused():
-    cap, _ = _core._testing_capsule("versioned")
+    cap, _ = hooks.capsule("versioned")
     p = Producer(cap)
     v = jitbridge.as_array(p)
     with pytest.raises(BufferError, match="already consumed"):
@@ -250,7 +250,7 @@ def test_taking_the_same_capsule_twice_is_refused():
 
 def test_foreign_capsule_name_is_a_type_error_and_leaks_nothing():
     before = deletes()
-    cap, _ = _core._testing_capsule("foreign")
+    cap, _ = hooks.capsule("foreign")
     with pytest.raises(TypeError, match=r"as_array\(obj\).*capsule named 'my_tensor'"):
         jitbridge.as_array(Producer(cap))
     del cap
@@ -261,7 +261,7 @@ def test_foreign_capsule_name_is_a_type_error_and_leaks_nothing():
 @pytest.mark.parametrize("major", [0, 2])
 def test_other_dlpack_major_version_is_a_buffer_error_and_deleted_once(major):
     before = deletes()
-    cap, _ = _core._testing_capsule("versioned", major=major)
+    cap, _ = hooks.capsule("versioned", major=major)
     with pytest.raises(BufferError, match=rf"as_array\(obj\).*DLPack version {major}\.0 is not supported"):
         jitbridge.as_array(Producer(cap))
     gc.collect()
@@ -273,7 +273,7 @@ def test_other_dlpack_major_version_is_a_buffer_error_and_deleted_once(major):
 
 def test_negative_ndim_is_a_value_error_and_deleted_once():
     before = deletes()
-    cap, _ = _core._testing_capsule("versioned", shape=(), ndim=-1)
+    cap, _ = hooks.capsule("versioned", shape=(), ndim=-1)
     with pytest.raises(ValueError, match=r"as_array\(obj\): ndim is negative"):
         jitbridge.as_array(Producer(cap))
     gc.collect()
@@ -283,7 +283,7 @@ def test_negative_ndim_is_a_value_error_and_deleted_once():
 @pytest.mark.parametrize("shape,strides", [((2 ** 40, 2 ** 40), None), ((3, 2), (2 ** 62, 1))])
 def test_overflowing_shape_or_strides_is_a_value_error(shape, strides):
     before = deletes()
-    cap, _ = _core._testing_capsule("versioned", shape=shape, strides=strides)
+    cap, _ = hooks.capsule("versioned", shape=shape, strides=strides)
     with pytest.raises(ValueError, match=r"as_array\(obj\).*(overflows|beyond int64)"):
         jitbridge.as_array(Producer(cap))
     gc.collect()
@@ -291,10 +291,10 @@ def test_overflowing_shape_or_strides_is_a_value_error(shape, strides):
 
 
 def test_null_data_with_elements_is_a_value_error():
-    cap, _ = _core._testing_capsule("versioned", data_null=True)
+    cap, _ = hooks.capsule("versioned", data_null=True)
     with pytest.raises(ValueError, match="data is NULL"):
         jitbridge.as_array(Producer(cap))
-    cap, _ = _core._testing_capsule("versioned", shape=(0, 4), data_null=True)
+    cap, _ = hooks.capsule("versioned", shape=(0, 4), data_null=True)
     assert jitbridge.as_array(Producer(cap)).ptr == 0
 
 
@@ -318,7 +318,7 @@ def test_producer_errors_are_prefixed_with_the_argument():
 
 def test_numpy_dtype_fp8_and_bfloat16_from_capsules():
     for name in ["bfloat16", "float8_e4m3fn", "float8_e5m2"]:
-        cap, _ = _core._testing_capsule("versioned", dtype=name, shape=(4,))
+        cap, _ = hooks.capsule("versioned", dtype=name, shape=(4,))
         v = jitbridge.as_array(Producer(cap))
         assert v.dtype == name and v.itemsize == (2 if name == "bfloat16" else 1)
 
@@ -482,7 +482,7 @@ def make_framework(dltensor=True, major=1, stream=0):
             self._ptr, self._shape, self._dtype, self._device = ptr, tuple(shape), dtype, tuple(device)
             self._strides, self.owner = strides, owner
 
-    Fake.__dlpack_c_exchange_api__ = _core._testing_exchange_api(dltensor=dltensor, major=major, stream=stream,
+    Fake.__dlpack_c_exchange_api__ = hooks.exchange_api(dltensor=dltensor, major=major, stream=stream,
                                                                  factory=Fake)
     return Fake
 
@@ -490,7 +490,7 @@ def make_framework(dltensor=True, major=1, stream=0):
 @pytest.mark.parametrize("dltensor", [True, False])
 def test_exchange_api_view(dltensor):
     Fake = make_framework(dltensor=dltensor)
-    assert _core._adapter_protocol(Fake) == "exchange_api"
+    assert hooks.adapter_protocol(Fake) == "exchange_api"
     before = deletes()
     x = Fake(0x6000, (4, 5), "float16", strides=(1, 4))
     v = jitbridge.as_array(x, stream=1)  # explicit stream: no look at the framework's stream
@@ -510,32 +510,32 @@ def test_exchange_api_stream_is_the_frameworks_current_stream():
     assert v.stream == 0x5500 and v.device == "cuda:0"
     assert jitbridge.as_array(x, stream=0x5500).stream == 0x5500  # same stream: no event needed
     # A C++ loop over the exchange path (the launcher's path).
-    assert _core._bench_view(x, 1000) > 0
+    assert hooks.bench_view(x, 1000) > 0
 
 
 def test_exchange_api_cpp_path_allocates_nothing_and_is_cheap():
     class Fixed:  # every object: float32 (256, 256) CUDA memory at 0x7f0000000000, no Python calls
         pass
 
-    Fixed.__dlpack_c_exchange_api__ = _core._testing_exchange_api(fixed=True, stream=0)
+    Fixed.__dlpack_c_exchange_api__ = hooks.exchange_api(fixed=True, stream=0)
     x = Fixed()
     v = jitbridge.as_array(x)
     assert v.ptr == 0x7F0000000000 and v.shape == (256, 256) and v.stream == 1 and v.device == "cuda:0"
-    ns = min(_core._bench_view(x, 100_000) for _ in range(3))
+    ns = min(hooks.bench_view(x, 100_000) for _ in range(3))
     assert ns < 2000, f"{ns:.0f} ns per view"  # ~35 ns on a 2-core CI machine; the goal is 100 ns
 
 
 def test_exchange_api_newer_major_walks_prev_api():
     Fake = make_framework(major=2)
-    assert _core._adapter_protocol(Fake) == "exchange_api"
+    assert hooks.adapter_protocol(Fake) == "exchange_api"
     assert jitbridge.as_array(Fake(0x6000, (3,))).shape == (3,)
 
 
 def test_exchange_api_unknown_major_without_older_table_is_not_used():
     Fake = make_framework(major=3)
-    Fake.__dlpack_c_exchange_api__ = _core._testing_exchange_api(major=0)  # no usable table either
+    Fake.__dlpack_c_exchange_api__ = hooks.exchange_api(major=0)  # no usable table either
     Other = type("Other", (Fake,), {})
-    assert _core._adapter_protocol(Other) == "none"
+    assert hooks.adapter_protocol(Other) == "none"
     with pytest.raises(TypeError, match="not an array"):
         jitbridge.as_array(Other(0x6000, (3,)))
 
@@ -639,9 +639,9 @@ def test_refused_inputs_leak_no_references():
 
     iface = {"shape": (4,), "typestr": ">f4", "data": (0x1000, False), "version": 3}
     bad_cai = CAI(iface)
-    cap, _ = _core._testing_capsule("foreign")
+    cap, _ = hooks.capsule("foreign")
     foreign = Producer(cap)
-    used_cap, _ = _core._testing_capsule("used")
+    used_cap, _ = hooks.capsule("used")
     used = Producer(used_cap)
     for obj, exc in [(bad_cai, ValueError), (foreign, TypeError), (used, BufferError), (object(), TypeError)]:
         counts = (sys.getrefcount(obj), sys.getrefcount(iface), sys.getrefcount(cap), sys.getrefcount(used_cap))

@@ -7,7 +7,7 @@ import pytest
 
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES
-from jitbridge import _core
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -72,7 +72,7 @@ def numba_like():
 
 def test_cupy_fields_are_read_from_attributes():
     cls = cupy_like()
-    assert _core._adapter_protocol(cls) == "cupy_fields"
+    assert hooks.adapter_protocol(cls) == "cupy_fields"
     a = cls(0x7000, (3, 4), "float16")
     v = jitbridge.as_array(a, stream=1)
     assert (v.ptr, v.shape, v.strides, v.dtype, v.device, v.readonly) == (0x7000, (3, 4), (4, 1), "float16",
@@ -81,7 +81,7 @@ def test_cupy_fields_are_read_from_attributes():
     a.shape, a.strides = (12,), (2,)
     v = jitbridge.as_array(a, stream=1)
     assert v.shape == (12,) and v.strides == (1,)
-    assert _core._adapter_protocol(cls) == "cupy_fields"
+    assert hooks.adapter_protocol(cls) == "cupy_fields"
 
 
 def test_cupy_fields_negative_strides_and_empty():
@@ -109,7 +109,7 @@ def test_type_whose_attributes_disagree_with_its_cai_is_demoted():
     cls = cupy_like(cai_override={"data": (0x9000, False)})  # the CAI says another pointer
     v = jitbridge.as_array(cls(0x7000, (4,)), stream=1)
     assert v.ptr == 0x9000  # the CAI wins
-    assert _core._adapter_protocol(cls) == "cuda_array_interface"
+    assert hooks.adapter_protocol(cls) == "cuda_array_interface"
     assert jitbridge.as_array(cls(0x7000, (4,)), stream=1).ptr == 0x9000
 
 
@@ -120,12 +120,12 @@ def test_type_missing_an_attribute_is_demoted():
     cls.__cuda_array_interface__ = property(lambda self: {"shape": (4,), "typestr": "<f4", "data": (0x7000, False),
                                                           "version": 3})
     assert jitbridge.as_array(a, stream=1).ptr == 0x7000
-    assert _core._adapter_protocol(cls) == "cuda_array_interface"
+    assert hooks.adapter_protocol(cls) == "cuda_array_interface"
 
 
 def test_numba_fields_are_read_from_attributes():
     cls = numba_like()
-    assert _core._adapter_protocol(cls) == "numba_fields"
+    assert hooks.adapter_protocol(cls) == "numba_fields"
     a = cls(0x8000, (2, 3), "float64")
     v = jitbridge.as_array(a, stream=1)
     assert (v.ptr, v.shape, v.strides, v.dtype) == (0x8000, (2, 3), (3, 1), "float64")
@@ -133,7 +133,7 @@ def test_numba_fields_are_read_from_attributes():
     assert jitbridge.as_array(t, stream=1).strides == (1, 3)
     empty = cls(None, (0,), "int32")
     assert jitbridge.as_array(empty, stream=1).ptr == 0
-    assert _core._adapter_protocol(cls) == "numba_fields"
+    assert hooks.adapter_protocol(cls) == "numba_fields"
 
 
 def test_subclasses_keep_the_cai_path():
@@ -142,5 +142,5 @@ def test_subclasses_keep_the_cai_path():
     class Sub(base):
         pass
 
-    assert _core._adapter_protocol(Sub) == "cuda_array_interface"
+    assert hooks.adapter_protocol(Sub) == "cuda_array_interface"
     assert jitbridge.as_array(Sub(0x7000, (4,)), stream=1).ptr == 0x7000

@@ -10,7 +10,7 @@ import pytest
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES
 from hostile import I64_MAX, Index, deletes, refused
-from jitbridge import _core
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -41,7 +41,7 @@ def cupy_like():
 
 def test_cupy_reader_with_a_shape_list_changed_by_an_item():
     cls = cupy_like()
-    assert _core._adapter_protocol(cls) == "cupy_fields"
+    assert hooks.adapter_protocol(cls) == "cupy_fields"
     a = cls(0x7000, (3, 4))
     jitbridge.as_array(a, stream=1)  # verified against its CAI: stays on the attribute reader
     shape = []
@@ -86,7 +86,7 @@ def make_framework(dltensor=True):
             self._ptr, self._shape, self._dtype, self._device = ptr, shape, dtype, tuple(device)
             self._strides, self.owner = strides, owner
 
-    Fake.__dlpack_c_exchange_api__ = _core._testing_exchange_api(dltensor=dltensor, factory=Fake)
+    Fake.__dlpack_c_exchange_api__ = hooks.exchange_api(dltensor=dltensor, factory=Fake)
     return Fake
 
 
@@ -120,7 +120,7 @@ class LegacyProducer(Producer):
 
 
 def capsule(kind="versioned", **kw):
-    return _core._testing_capsule(kind, **kw)[0]
+    return hooks.capsule(kind, **kw)[0]
 
 
 BAD_TENSORS = [

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jitbridge
+from testing_hooks import hooks
 
 pytestmark = pytest.mark.gpu
 
@@ -91,8 +92,9 @@ def test_cupy_arrays_on_cupy_current_stream(gpu, saxpy):
 def test_follows_cupy_current_stream_on_both_paths(gpu):
     cp = pytest.importorskip("cupy")
     import cupy_backends.cuda.stream as backend
-    if "get_stream_ptr" in getattr(backend, "__pyx_capi__", {}):   # CuPy's C function, when it exports one
-        assert jitbridge._core._cupy_stream_reader() == "cupy_backends.cuda.stream.get_stream_ptr"
+    testing = hooks.optional()  # which reader _core took is a side point: checked where the module is built
+    if testing is not None and "get_stream_ptr" in getattr(backend, "__pyx_capi__", {}):  # CuPy's C function
+        assert testing.cupy_stream_reader() == "cupy_backends.cuda.stream.get_stream_ptr"
     spin = jitbridge.RawKernel(SLOW_FILL, "slow_fill")
     copy = jitbridge.RawKernel(COPY, "copy")
     n = 1 << 16

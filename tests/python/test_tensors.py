@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jitbridge
-from jitbridge import _core
+from testing_hooks import hooks
 
 
 def no_driver():
@@ -58,21 +58,21 @@ def test_dlpack_capsule_kinds():
 
 def test_capsules_own_the_buffer_until_consumed_or_dropped():
     t = jitbridge.empty((0, 4), "float32")
-    base = _core._testing_buffer_refs(t)
+    base = hooks.buffer_refs(t)
     cap = t.__dlpack__(max_version=(1, 0))
-    assert _core._testing_buffer_refs(t) > base  # the unconsumed capsule's tensor holds the buffer
+    assert hooks.buffer_refs(t) > base  # the unconsumed capsule's tensor holds the buffer
     del cap
     gc.collect()
-    assert _core._testing_buffer_refs(t) == base  # never consumed: its destructor deleted the tensor
+    assert hooks.buffer_refs(t) == base  # never consumed: its destructor deleted the tensor
     v = jitbridge.as_array(Wrap(t))  # consumed: the view owns the tensor now
     assert v.shape == (0, 4) and v.dtype == "float32" and v.device == t.device
-    assert _core._testing_buffer_refs(t) > base
+    assert hooks.buffer_refs(t) > base
     del v
     gc.collect()
-    assert _core._testing_buffer_refs(t) == base
+    assert hooks.buffer_refs(t) == base
     v = jitbridge.as_array(t)  # directly: jitbridge's own type
     assert v.ptr == t.ptr and v.shape == t.shape and v.stream == t.stream
-    assert _core._adapter_protocol(type(t)) == "jitbridge"
+    assert hooks.adapter_protocol(type(t)) == "jitbridge"
 
 
 def test_legacy_capsule_round_trip_through_as_array():
@@ -85,12 +85,12 @@ def test_legacy_capsule_round_trip_through_as_array():
         def __dlpack_device__(self):
             return t.__dlpack_device__()
 
-    base = _core._testing_buffer_refs(t)
+    base = hooks.buffer_refs(t)
     v = jitbridge.as_array(Legacy())
     assert v.dtype == "int8" and v.shape == (0,)
     del v
     gc.collect()
-    assert _core._testing_buffer_refs(t) == base
+    assert hooks.buffer_refs(t) == base
 
 
 @pytest.mark.parametrize("kwargs,exc,why", [

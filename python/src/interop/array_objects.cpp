@@ -180,8 +180,6 @@ shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch 
 (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
 C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
 ready on (None: the legacy default stream). jitbridge does not free the memory.)");
-
-  bind_interop_testing(m);
 }
 
 }  // namespace jitbridge::python

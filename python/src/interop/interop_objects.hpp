@@ -1,5 +1,6 @@
-// interop_objects.hpp — what arrays.cpp, tensors.cpp and interop_testing.cpp share: the C++ cores of
-// jitbridge.ArrayView and jitbridge.Tensor, argument parsers (dtype, shape, device) and error translation.
+// interop_objects.hpp — what arrays.cpp, tensors.cpp and the test hooks (internals.cpp, jitbridge_testing) share:
+// the C++ cores of jitbridge.ArrayView and jitbridge.Tensor, argument parsers (dtype, shape, device) and error
+// translation.
 #pragma once
 
 #include <string>
@@ -81,8 +82,5 @@ DlpackRequest parse_dlpack_request(py::handle stream, py::handle max_version, py
 // view (and so view.owner) until the consumer deletes it, or the capsule does if never consumed.
 py::object dlpack_capsule(const ArrayView& view, bool versioned, std::uint64_t flags);  // 1 for the legacy default stream, 2 per-thread, else the handle
 std::string dims_text(const Dims& dims);  // "(2, 3)", "(4,)", "()"
-
-// Testing and benchmark helpers of jitbridge._core (interop_testing.cpp), bound by bind_arrays.
-void bind_interop_testing(py::module_& m);
 
 }  // namespace jitbridge::python

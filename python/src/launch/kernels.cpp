@@ -14,19 +14,6 @@
 namespace jitbridge::python {
 namespace {
 
-// Translates the C++ exception being handled into the Python error (pybind11's translators,
-// jitbridge's included). For the raw C-API entry points below.
-PyObject* translate() {
-  try {
-    throw;
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (...) {
-    py::detail::try_translate_exceptions();
-  }
-  return nullptr;
-}
-
 struct Options {
   py::object stream;  // the stream= object (held: a keyword's dict may change while arguments convert); empty: none
 };
@@ -144,7 +131,7 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     launch_from_python(k, c, &PyTuple_GET_ITEM(items.ptr(), 0), PyTuple_GET_SIZE(items.ptr()), o.stream.ptr());
     Py_RETURN_NONE;
   } catch (...) {
-    return translate();
+    return translate_current_exception();
   }
 }
 
@@ -161,7 +148,7 @@ PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t na
     launch_from_python(*ck.core, c, args, nargs, o.stream.ptr());
     Py_RETURN_NONE;
   } catch (...) {
-    return translate();
+    return translate_current_exception();
   }
 }
 
@@ -191,7 +178,7 @@ PyObject* prepared_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     else p.launch_exchanging(args, static_cast<std::size_t>(nargs));
     Py_RETURN_NONE;
   } catch (...) {
-    return translate();
+    return translate_current_exception();
   }
 }
 

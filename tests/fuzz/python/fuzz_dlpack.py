@@ -1,6 +1,6 @@
 """fuzz_dlpack.py — atheris target: jitbridge.as_array on DLPack producers whose capsules (versioned
-DLManagedTensorVersioned and legacy DLManagedTensor, built here with ctypes, or by jitbridge's own
-_testing_capsule hook) carry fuzzed names, versions, flags, ndim, shape, strides, dtype, data, byte_offset and
+DLManagedTensorVersioned and legacy DLManagedTensor, built here with ctypes, or by the capsule hook of the
+test-only jitbridge_testing) carry fuzzed names, versions, flags, ndim, shape, strides, dtype, data, byte_offset and
 device, and arrays of a synthetic framework with the DLPack C exchange API. Checked against
 reference.judge_capsule, plus ownership: a consumed capsule's deleter runs exactly once, when the view goes (at once
 for a refused tensor), and an unconsumed one's never."""
@@ -12,7 +12,7 @@ import sys
 import fuzz_common as fc
 from fuzz_common import finding
 import jitbridge
-from jitbridge import _core
+import jitbridge_testing as testing  # the test-only extension (python/testing)
 import reference as ref
 import view_facts
 
@@ -210,7 +210,8 @@ def test_one(data):
 
 
 def hook_case(fdp, c):
-    """jitbridge's own synthetic capsules (_testing_capsule): real host memory behind them, so byte_offset is small."""
+    """jitbridge's own synthetic capsules (jitbridge_testing.capsule): real host memory behind them, so byte_offset is
+    small."""
     kind = fdp.PickValueInList(["versioned", "legacy", "used", "used_legacy", "foreign"])
     shape = tuple(x for x in (c["shape"] or []) if 0 <= x < 64)
     strides = tuple(c["strides"][:len(shape)]) if c["strides"] is not None and len(c["strides"]) >= len(shape) else None
@@ -220,32 +221,32 @@ def hook_case(fdp, c):
     readonly = fdp.ConsumeBool()
     major = 1 if fdp.ConsumeIntInRange(0, 7) else 2
     data_null = fdp.ConsumeIntInRange(0, 15) == 0
-    before = _core._testing_deleter_count()
-    capsule, address = _core._testing_capsule(kind, shape, strides, dtype, device, None, data_null, major, readonly,
-                                              byte_offset)
+    before = testing.deleter_count()
+    capsule, address = testing.capsule(kind, shape, strides, dtype, device, None, data_null, major, readonly,
+                                       byte_offset)
     spec = dict(name={"versioned": "dltensor_versioned", "legacy": "dltensor", "used": "used_dltensor_versioned",
                       "used_legacy": "used_dltensor", "foreign": "my_tensor"}[kind],
                 versioned=kind in ("versioned", "used", "foreign"), major=major, flags=int(readonly),
                 ndim=len(shape), shape=list(shape), strides=list(strides) if strides is not None else None,
                 triple=ref.DTYPES[dtype], data=0 if data_null else address - byte_offset, byte_offset=byte_offset,
                 device=(2, 1) if device == (2, 1) else (2, 0) if device == "cuda:0" else (1, 0))
-    context = f"as_array(_testing_capsule {spec!r})"
+    context = f"as_array(testing.capsule {spec!r})"
     obj = Producer(capsule, spec["device"], None, "hook")
     v = fc.check(lambda: jitbridge.as_array(obj), [ref.judge_capsule(spec)], context, view_facts.differences)
     taken = spec["name"] in ("dltensor_versioned", "dltensor")
     if v is not None:
-        if _core._testing_deleter_count() != before:
+        if testing.deleter_count() != before:
             finding("lifetime", f"the deleter ran while the view was alive | {context}")
         del v
         gc.collect(0)
-    after = _core._testing_deleter_count()
+    after = testing.deleter_count()
     if taken and after != before + 1:
         finding("lifetime", f"{after - before} deletes after the view went (expected 1) | {context}")
     del obj, capsule  # an untaken capsule deletes its tensor itself
 
 
 class Exchange:
-    """An array of a synthetic framework with the DLPack C exchange API (_core._testing_exchange_api): its DLTensor
+    """An array of a synthetic framework with the DLPack C exchange API (jitbridge_testing.exchange_api): its DLTensor
     is made from these attributes by C code, borrowed (dltensor_from_py_object_no_sync)."""
 
     def __init__(self, ptr, shape, dtype, device, strides):
@@ -256,8 +257,8 @@ class ExchangeManaged(Exchange):
     """The same framework without dltensor_from_py_object_no_sync: a managed tensor per view, deleted once."""
 
 
-Exchange.__dlpack_c_exchange_api__ = _core._testing_exchange_api(dltensor=True, stream=0, factory=Exchange)
-ExchangeManaged.__dlpack_c_exchange_api__ = _core._testing_exchange_api(dltensor=False, stream=0, factory=Exchange)
+Exchange.__dlpack_c_exchange_api__ = testing.exchange_api(dltensor=True, stream=0, factory=Exchange)
+ExchangeManaged.__dlpack_c_exchange_api__ = testing.exchange_api(dltensor=False, stream=0, factory=Exchange)
 
 
 def exchange_case(fdp, c):
@@ -274,19 +275,19 @@ def exchange_case(fdp, c):
     cls = ExchangeManaged if managed else Exchange
     obj = cls(c["data"], list(c["shape"]), name, c["device"], None if c["strides"] is None else list(c["strides"]))
     context = f"as_array(exchange API, {'managed' if managed else 'dltensor'}, {c!r})"
-    before = _core._testing_deleter_count()
+    before = testing.deleter_count()
     # An explicit stream: without one, the framework's stream is looked up through a managed tensor of its own
     # (made and deleted to learn the device), which would blur the count of the view's tensor.
     v = fc.check(lambda: jitbridge.as_array(obj, stream=1), [ref.judge_capsule(c)], context, view_facts.differences)
     if v is not None:
-        if _core._testing_deleter_count() != before:
+        if testing.deleter_count() != before:
             finding("lifetime", f"the deleter ran while the view was alive | {context}")
         view_facts.round_trips(v, context)
         del v
         gc.collect(0)
     want = before + (1 if managed else 0)
-    if _core._testing_deleter_count() != want:
-        finding("lifetime", f"{_core._testing_deleter_count() - before} deletes after the view went (expected "
+    if testing.deleter_count() != want:
+        finding("lifetime", f"{testing.deleter_count() - before} deletes after the view went (expected "
                             f"{want - before}) | {context}")
 
 

@@ -1,14 +1,16 @@
-// interop_testing.cpp — private helpers of jitbridge._core for the interop tests and benchmarks: synthetic
-// DLPack capsules and exchange-API producers over host memory, a deleter counter, the adapter a type got,
-// and a C++ timing loop over view_array.
+// jitbridge_testing.cpp — the test-only extension module jitbridge_testing (never installed): synthetic DLPack
+// capsules and exchange-API producers over host memory, a deleter counter, and the reads of jitbridge._core's own
+// state (the adapter a type got, the CuPy stream reader, a Tensor's buffer owners, a timed loop over view_array)
+// through the versioned `_core._internals` table (python/src/internals.hpp). docs/DESIGN.md, "Python bindings
+// layout", says why it is a module of its own.
 #include <fmt/format.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include "bindings.hpp"
+#include "internals.hpp"
 #include "interop/array_support.hpp"
 #include "interop/interop_objects.hpp"
 
@@ -112,20 +114,20 @@ py::tuple testing_capsule(const std::string& kind, py::handle shape_obj, py::han
   const CapsuleKind* k = nullptr;
   for (const CapsuleKind& c : kKinds)
     if (kind == c.kind) k = &c;
-  if (!k) throw py::value_error(fmt::format("_testing_capsule: unknown kind '{}'", kind));
+  if (!k) throw py::value_error(fmt::format("capsule: unknown kind '{}'", kind));
   const std::vector<std::int64_t> shape = test_ints(shape_obj, "shape");
   std::vector<std::int64_t> strides;
   if (!strides_obj.is_none()) strides = test_ints(strides_obj, "strides");
   std::optional<DLDevice> device = parse_device(device_obj, "device");
   std::int64_t ndim = static_cast<std::int64_t>(shape.size());
-  if (!ndim_obj.is_none()) ndim = int64_of(ndim_obj.ptr(), "_testing_capsule(ndim)");
-  if (ndim < INT32_MIN || ndim > INT32_MAX) throw py::value_error("_testing_capsule(ndim): out of the int32 range");
+  if (!ndim_obj.is_none()) ndim = int64_of(ndim_obj.ptr(), "capsule(ndim)");
+  if (ndim < INT32_MIN || ndim > INT32_MAX) throw py::value_error("capsule(ndim): out of the int32 range");
   if (ndim > static_cast<std::int64_t>(shape.size()) && !shape_null)
-    throw py::value_error("_testing_capsule(ndim): more dimensions than shape entries (pass shape_null=True)");
+    throw py::value_error("capsule(ndim): more dimensions than shape entries (pass shape_null=True)");
   DLDataType dtype = parse_dtype(dtype_obj, "dtype");
   if (!lanes_obj.is_none()) {
-    const std::int64_t lanes = int64_of(lanes_obj.ptr(), "_testing_capsule(lanes)");
-    if (lanes < 0 || lanes > UINT16_MAX) throw py::value_error("_testing_capsule(lanes): out of the uint16 range");
+    const std::int64_t lanes = int64_of(lanes_obj.ptr(), "capsule(lanes)");
+    if (lanes < 0 || lanes > UINT16_MAX) throw py::value_error("capsule(lanes): out of the uint16 range");
     dtype.lanes = static_cast<std::uint16_t>(lanes);
   }
   TestTensor* t = make_test_tensor(shape, std::move(strides), dtype, device ? *device : DLDevice{kDLCPU, 0},
@@ -144,7 +146,7 @@ py::tuple testing_capsule(const std::string& kind, py::handle shape_obj, py::han
 // ---- a synthetic framework with the DLPack exchange API -----------------------------------------------
 // Its arrays are Python objects with _ptr (int), _shape, _strides (elements or None), _dtype (str) and
 // _device ((type, id)); the allocator gives host memory filled with 0xAB; to_py_object calls the
-// factory given to _testing_exchange_api(factory=...) with ptr, shape, dtype, device and an owner
+// factory given to exchange_api(factory=...) with ptr, shape, dtype, device and an owner
 // object that deletes the tensor when it goes.
 
 std::atomic<std::uintptr_t> g_fake_stream{0};
@@ -294,66 +296,76 @@ py::object testing_exchange_api(bool dltensor, std::uint32_t major, std::uintptr
   return py::reinterpret_steal<py::object>(capsule);
 }
 
-const char* protocol_name(Protocol p) {
-  switch (p) {
-    case Protocol::jitbridge: return "jitbridge";
-    case Protocol::exchange_api: return "exchange_api";
-    case Protocol::dlpack: return "dlpack";
-    case Protocol::cuda_array_interface: return "cuda_array_interface";
-    case Protocol::cupy_fields: return "cupy_fields";
-    case Protocol::numba_fields: return "numba_fields";
-    case Protocol::none: break;
+// _core's table, checked against the one this module was built with. Throws RuntimeError (not ImportError, which
+// the tests take for "not built") on a mismatch.
+const JitbridgeInternals& core_internals() {
+  static const JitbridgeInternals* table = nullptr;
+  if (table) return *table;
+  py::module_::import("jitbridge._core");
+  auto* t = static_cast<const JitbridgeInternals*>(PyCapsule_Import(kInternalsCapsule, 0));
+  if (!t) {
+    py::error_already_set cause;
+    throw std::runtime_error(fmt::format(
+        "jitbridge_testing: jitbridge._core has no usable _internals table ({}); the jitbridge imported is not "
+        "the build this module was made with",
+        cause.what()));
   }
-  return "none";
-}
-
-double bench_view(py::handle obj, long n, py::handle stream) {
-  PyObject* o = obj.ptr();
-  const CUstream s = consumer_stream(stream, &o, 1, "stream");
-  ArrayView view;
-  if (!view_array(o, s, view, "obj")) throw py::type_error("_bench_view: obj is not an array");
-  const auto t0 = std::chrono::steady_clock::now();
-  for (long i = 0; i < n; ++i) {
-    forget_first_tensor();  // a launch's first array reuses consumer_stream()'s look; the others do not
-    view_array(o, s, view, "obj");
-  }
-  const auto t1 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n > 0 ? n : 1);
+  if (t->version != kInternalsVersion || t->size != sizeof(JitbridgeInternals))
+    throw std::runtime_error(fmt::format(
+        "jitbridge_testing: jitbridge._core's _internals table is version {} ({} bytes), this module needs version "
+        "{} ({} bytes): build jitbridge_testing from the same commit as the jitbridge that is imported",
+        t->version, t->size, kInternalsVersion, sizeof(JitbridgeInternals)));
+  table = t;
+  return *table;
 }
 
 }  // namespace
 
-void bind_interop_testing(py::module_& m) {
-  m.def("_testing_capsule", &testing_capsule, py::arg("kind") = "versioned", py::arg("shape") = py::make_tuple(2, 3),
+}  // namespace jitbridge::python
+
+PYBIND11_MODULE(jitbridge_testing, m) {
+  using namespace jitbridge::python;
+  m.doc() = "Test hooks of jitbridge (built with the tests, never installed): synthetic DLPack producers and "
+            "reads of jitbridge._core's internal state.";
+  core_internals();  // a mismatched _core fails the import here, with the reason
+  m.def("capsule", &testing_capsule, py::arg("kind") = "versioned", py::arg("shape") = py::make_tuple(2, 3),
         py::arg("strides") = py::none(), py::arg("dtype") = "float32", py::arg("device") = py::none(),
         py::arg("ndim") = py::none(), py::arg("data_null") = false, py::arg("major") = 1, py::arg("readonly") = false,
         py::arg("byte_offset") = 0, py::arg("shape_null") = false, py::arg("lanes") = py::none(),
-        "Testing: (capsule, data address) of a synthetic DLPack tensor over host memory. kind: versioned, legacy, "
+        "(capsule, data address) of a synthetic DLPack tensor over host memory. kind: versioned, legacy, "
         "used, used_legacy, foreign, unnamed (a capsule without a name). shape_null: a NULL shape pointer; lanes: "
-        "the dtype's lanes, overridden. Its deleter adds one to _testing_deleter_count().");
-  m.def("_testing_deleter_count", [] { return g_deletes.load(); },
-        "Testing: how many synthetic DLPack tensors have been deleted.");
-  m.def("_testing_exchange_api", &testing_exchange_api, py::arg("dltensor") = true, py::arg("major") = 1,
+        "the dtype's lanes, overridden. Its deleter adds one to deleter_count().");
+  m.def("deleter_count", [] { return g_deletes.load(); }, "How many synthetic DLPack tensors have been deleted.");
+  m.def("exchange_api", &testing_exchange_api, py::arg("dltensor") = true, py::arg("major") = 1,
         py::arg("stream") = 0, py::arg("factory") = py::none(), py::arg("fixed") = false,
-        "Testing: a 'dlpack_exchange_api' capsule over a synthetic framework (see interop_testing.cpp).");
-  m.def("_adapter_protocol",
+        "A 'dlpack_exchange_api' capsule over a synthetic framework (see jitbridge_testing.cpp).");
+  m.def("adapter_protocol",
         [](py::handle type) {
-          if (!PyType_Check(type.ptr())) throw py::type_error("_adapter_protocol: expected a type");
-          return protocol_name(adapter_for(reinterpret_cast<PyTypeObject*>(type.ptr())).protocol);
+          const char* name = core_internals().adapter_protocol(type.ptr());
+          if (!name) throw py::error_already_set();
+          return std::string(name);
         },
-        "The protocol jitbridge chose for a type ('exchange_api', 'dlpack', 'cuda_array_interface', 'jitbridge', "
-        "'none').");
-  m.def("_cupy_stream_reader", [] { return std::string(cupy_stream_reader()); },
-        "How CuPy's current stream is read: through CuPy's exported C function or its Python API (names it).");
-  m.def("_testing_buffer_refs",
+        py::arg("type"),
+        "The protocol jitbridge._core chose for a type ('exchange_api', 'dlpack', 'cuda_array_interface', "
+        "'cupy_fields', 'numba_fields', 'jitbridge', 'none').");
+  m.def("cupy_stream_reader", [] { return std::string(core_internals().cupy_stream_reader()); },
+        "How jitbridge._core reads CuPy's current stream: through CuPy's exported C function or its Python API "
+        "(names it).");
+  m.def("buffer_refs",
         [](py::handle tensor) {
-          TensorObject* t = tensor_object(tensor.ptr());
-          if (!t) throw py::type_error("_testing_buffer_refs: expected a jitbridge.Tensor");
-          return t->tensor.buffer().use_count();
+          const long n = core_internals().tensor_buffer_refs(tensor.ptr());
+          if (n < 0) throw py::error_already_set();
+          return n;
         },
-        "Testing: how many owners a jitbridge.Tensor's buffer has (the tensor, its views, unconsumed capsules...).");
-  m.def("_bench_view", &bench_view, py::arg("obj"), py::arg("n") = 100000, py::arg("stream") = py::none(),
-        "Benchmark: nanoseconds per view_array() of obj, in a C++ loop (consumer stream resolved once).");
+        py::arg("tensor"),
+        "How many owners a jitbridge.Tensor's buffer has (the tensor, its views, unconsumed capsules...).");
+  m.def("bench_view",
+        [](py::handle obj, long n, py::handle stream) {
+          double ns = 0;
+          if (core_internals().bench_view(obj.ptr(), n, stream.ptr(), &ns) != 0) throw py::error_already_set();
+          return ns;
+        },
+        py::arg("obj"), py::arg("n") = 100000, py::arg("stream") = py::none(),
+        "Benchmark: nanoseconds per view_array() of obj in jitbridge._core, in a C++ loop (consumer stream "
+        "resolved once).");
 }
-
-}  // namespace jitbridge::python

@@ -1,0 +1,80 @@
+// internals.cpp — the `_core._internals` capsule (internals.hpp): the few reads of _core's own state that the
+// test-only extension jitbridge_testing needs (the adapter a type got, the CuPy stream reader, a Tensor's buffer
+// owners, a timed loop over view_array), as plain C calls.
+#include <chrono>
+
+#include "bindings.hpp"
+#include "internals.hpp"
+#include "interop/array_support.hpp"
+#include "interop/interop_objects.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+const char* protocol_name(Protocol p) noexcept {
+  switch (p) {
+    case Protocol::jitbridge: return "jitbridge";
+    case Protocol::exchange_api: return "exchange_api";
+    case Protocol::dlpack: return "dlpack";
+    case Protocol::cuda_array_interface: return "cuda_array_interface";
+    case Protocol::cupy_fields: return "cupy_fields";
+    case Protocol::numba_fields: return "numba_fields";
+    case Protocol::none: break;
+  }
+  return "none";
+}
+
+const char* adapter_protocol(PyObject* type) {
+  if (!type || !PyType_Check(type)) {
+    PyErr_SetString(PyExc_TypeError, "adapter_protocol: expected a type");
+    return nullptr;
+  }
+  return protocol_name(adapter_for(reinterpret_cast<PyTypeObject*>(type)).protocol);  // never throws
+}
+
+const char* stream_reader() { return cupy_stream_reader(); }
+
+long tensor_buffer_refs(PyObject* tensor) {
+  TensorObject* t = tensor ? tensor_object(tensor) : nullptr;
+  if (!t) {
+    PyErr_SetString(PyExc_TypeError, "buffer_refs: expected a jitbridge.Tensor");
+    return -1;
+  }
+  return t->tensor.buffer().use_count();
+}
+
+int bench_view(PyObject* obj, long n, PyObject* stream, double* ns_per_view) {
+  try {
+    PyObject* o = obj;
+    const CUstream s = consumer_stream(stream ? py::handle(stream) : py::handle(Py_None), &o, 1, "stream");
+    ArrayView view;
+    if (!view_array(o, s, view, "obj")) throw py::type_error("bench_view: obj is not an array");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long i = 0; i < n; ++i) {
+      forget_first_tensor();  // a launch's first array reuses consumer_stream()'s look; the others do not
+      view_array(o, s, view, "obj");
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    *ns_per_view = std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n > 0 ? n : 1);
+    return 0;
+  } catch (...) {
+    translate_current_exception();
+  }
+  return -1;
+}
+
+const JitbridgeInternals kInternals = {
+    kInternalsVersion, static_cast<std::uint32_t>(sizeof(JitbridgeInternals)),
+    adapter_protocol,  stream_reader,
+    tensor_buffer_refs, bench_view,
+};
+
+}  // namespace
+
+void bind_internals(py::module_& m) {
+  PyObject* capsule = PyCapsule_New(const_cast<JitbridgeInternals*>(&kInternals), kInternalsCapsule, nullptr);
+  if (!capsule) throw py::error_already_set();
+  m.attr("_internals") = py::reinterpret_steal<py::object>(capsule);
+}
+
+}  // namespace jitbridge::python

@@ -1,0 +1,40 @@
+// internals.hpp — the C-level table jitbridge._core exposes as the capsule `_core._internals`, through which the
+// test-only extension jitbridge_testing (python/testing/) reads state that only _core's own copy holds.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+
+namespace jitbridge::python {
+
+// Bumped whenever a member of JitbridgeInternals is added, removed or changes meaning. jitbridge_testing refuses a
+// table whose version or size differs from the one it was built with (a build tree's jitbridge_testing beside a
+// wheel built from another commit).
+constexpr std::uint32_t kInternalsVersion = 1;
+// The capsule's name (PyCapsule_Import takes "jitbridge._core._internals").
+constexpr const char* kInternalsCapsule = "jitbridge._core._internals";
+
+// Plain C calls only: no C++ type and no C++ exception crosses between the two extension modules (each links its
+// own copy of jitbridge_core and of the C++ runtime's symbols). Every call needs the GIL; a failure returns the
+// value named below with a Python exception set.
+struct JitbridgeInternals {
+  std::uint32_t version;  // kInternalsVersion of the _core that made the table
+  std::uint32_t size;     // sizeof(JitbridgeInternals) there
+  // The protocol _core chose for arrays of `type` ("exchange_api", "dlpack", "cuda_array_interface",
+  // "cupy_fields", "numba_fields", "jitbridge", "none"), choosing it now if no object of that type was seen.
+  // NULL (TypeError) when `type` is not a type. The string is static.
+  const char* (*adapter_protocol)(PyObject* type);
+  // How _core reads CuPy's current stream: "cupy_backends.cuda.stream.get_stream_ptr" (CuPy's exported C
+  // function) or "cupy.cuda.get_current_stream". Never fails; the string is static.
+  const char* (*cupy_stream_reader)();
+  // How many owners a jitbridge.Tensor's device buffer has (the tensor, its views, unconsumed capsules...).
+  // -1 (TypeError) when `tensor` is not a jitbridge.Tensor.
+  long (*tensor_buffer_refs)(PyObject* tensor);
+  // Nanoseconds per view_array() of `obj` over `n` calls in a C++ loop, the consumer stream resolved once from
+  // `stream` (None: the rule of consumer_stream()). Writes *ns_per_view; -1 with the error of the view (or a
+  // TypeError when `obj` is no array), else 0.
+  int (*bench_view)(PyObject* obj, long n, PyObject* stream, double* ns_per_view);
+};
+
+}  // namespace jitbridge::python
