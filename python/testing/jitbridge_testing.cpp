@@ -296,8 +296,9 @@ py::object testing_exchange_api(bool dltensor, std::uint32_t major, std::uintptr
   return py::reinterpret_steal<py::object>(capsule);
 }
 
-// _core's table, checked against the one this module was built with. Throws RuntimeError (not ImportError, which
-// the tests take for "not built") on a mismatch.
+// _core's table, checked against the one this module was built with. Throws std::runtime_error on a mismatch: the
+// import then fails with an ImportError saying why (tests/python/testing_hooks.py skips only when the module is
+// missing, a ModuleNotFoundError).
 const JitbridgeInternals& core_internals() {
   static const JitbridgeInternals* table = nullptr;
   if (table) return *table;

@@ -39,6 +39,8 @@ class _Hooks:
             return None
 
     def __getattr__(self, name):
+        if name.startswith("_"):  # pytest's collection probes names such as __test__ and _pytestfixturefunction
+            raise AttributeError(name)
         return getattr(self.module(), name)
 
 
