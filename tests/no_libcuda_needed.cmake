@@ -1,5 +1,6 @@
-# no_libcuda_needed.cmake — `cmake -P no_libcuda_needed.cmake FILE...`: fails if ldd says any FILE needs libcuda.
-# libcuda is loaded at run time only (dlopen), so jitbridge's binaries must start on a machine without a driver.
+# no_libcuda_needed.cmake — `cmake -P no_libcuda_needed.cmake FILE...`: fails if ldd says any FILE needs libcuda, libnvrtc or libnvJitLink.
+# All three are loaded at run time only (dlopen: launch/src/driver.cpp, jit/src/cuda_libraries.cpp), so jitbridge's
+# binaries must start on a machine without a driver and without a CUDA toolkit.
 set(_checked 0)
 math(EXPR _last "${CMAKE_ARGC} - 1")
 foreach(_i RANGE 3 ${_last})
@@ -11,12 +12,14 @@ foreach(_i RANGE 3 ${_last})
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "ldd ${_file} failed (${_rc}): ${_err}")
   endif()
-  if(_out MATCHES "libcuda\\.so")
-    message(FATAL_ERROR "${_file} needs libcuda to start (only dlopen may load it):\n${_out}")
-  endif()
+  foreach(_lib IN ITEMS libcuda libnvrtc libnvJitLink)
+    if(_out MATCHES "(^|[ \t\n/])${_lib}[.-]")
+      message(FATAL_ERROR "${_file} needs ${_lib} to start (only dlopen may load it):\n${_out}")
+    endif()
+  endforeach()
   math(EXPR _checked "${_checked} + 1")
 endforeach()
 if(_checked EQUAL 0)
   message(FATAL_ERROR "no binaries given")
 endif()
-message(STATUS "${_checked} binaries start without libcuda")
+message(STATUS "${_checked} binaries start without libcuda, libnvrtc and libnvJitLink")

@@ -1,7 +1,5 @@
-// environment.cpp — facts about this process's toolchain: NVRTC version, toolkit headers, default target.
-#include <dlfcn.h>
+// environment.cpp — facts about this process's toolchain: NVRTC version and library, CUDA headers, default target.
 #include <fmt/format.h>
-#include <nvrtc.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -9,66 +7,24 @@
 #include <vector>
 
 #include "jit_internal.hpp"
+#include "jitbridge/cuda_search.hpp"
 #include "jitbridge/driver.hpp"
+#include "jitbridge/nvrtc_api.hpp"
 
 namespace jitbridge {
-namespace {
-
-bool is_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string parent(const std::string& path) {
-  std::size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-std::string canonical(const std::string& path) {
-  char* real = ::realpath(path.c_str(), nullptr);
-  if (!real) return path;
-  std::string out(real);
-  std::free(real);
-  return out;
-}
-
-std::vector<std::string> find_toolkit_include_dirs() {
-  std::vector<std::string> candidates;
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* v = std::getenv(var); v && *v) candidates.push_back(std::string(v) + "/include");
-  // Beside the NVRTC library actually loaded: <root>/lib64, <root>/targets/<arch>/lib.
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname) {
-    std::string lib_dir = parent(canonical(info.dli_fname));
-    candidates.push_back(parent(lib_dir) + "/include");
-  }
-  candidates.push_back(JITBRIDGE_BUILD_CUDA_INCLUDE);
-  candidates.push_back("/usr/local/cuda/include");
-  for (const std::string& dir : candidates) {
-    if (!is_file(dir + "/cuda_fp16.h")) continue;
-    std::vector<std::string> out{canonical(dir)};
-    if (is_file(dir + "/cccl/cuda/std/type_traits")) out.push_back(canonical(dir + "/cccl"));
-    return out;
-  }
-  return {};
-}
-
-}  // namespace
 
 std::pair<int, int> nvrtc_version() {
-  static const std::pair<int, int> version = [] {
-    int major = 0, minor = 0;
-    nvrtcVersion(&major, &minor);
-    return std::make_pair(major, minor);
-  }();
-  return version;
+  const NvrtcApi& api = nvrtc_api();
+  return {api.major, api.minor};
 }
 
 const std::string& nvrtc_library() {
+  nvrtc_api();  // throws CudaNotFoundError when there is none
   static const std::string identity = [] {
-    Dl_info info{};
-    if (!dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) || !info.dli_fname) return std::string("unknown");
-    std::string path = canonical(info.dli_fname);
+    const std::string& loaded = nvrtc_pick().path;
+    char* real = ::realpath(loaded.c_str(), nullptr);
+    std::string path = real ? std::string(real) : loaded;
+    std::free(real);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return path;
     return fmt::format("{} ({} bytes, mtime {})", path, static_cast<long long>(st.st_size),
@@ -77,10 +33,7 @@ const std::string& nvrtc_library() {
   return identity;
 }
 
-const std::vector<std::string>& toolkit_include_dirs() {
-  static const std::vector<std::string> dirs = find_toolkit_include_dirs();
-  return dirs;
-}
+const std::vector<std::string>& toolkit_include_dirs() { return cuda_header_picks().include_dirs; }
 
 std::string default_arch() {
   if (const DriverApi* api = try_driver()) {

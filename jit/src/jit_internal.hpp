@@ -106,6 +106,13 @@ bool read_file(const std::string& path, std::string& out);
 // compile whose source names them and that does not bring its own.
 const std::vector<Header>& builtin_device_headers();
 
+// ---- cuda_libraries.cpp: the CUDA search of this process ------------------------------------
+// The include directories every compile gets (cuda_fp16.h, cuda/std, ...; may be empty when none
+// was found). Throws CudaNotFoundError when JITBRIDGE_CUDA_INCLUDE names something that is not there.
+const std::vector<std::string>& compile_include_dirs();
+// A line for NVRTC's log when a header set was not found (what to install), else "".
+std::string missing_headers_hint();
+
 // ---- options.cpp ---------------------------------------------------------------------------
 // Validates "sm_90", "sm_90a", "compute_90", "sm_100f"; throws std::invalid_argument.
 void validate_arch(const std::string& arch);

@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "jitbridge/jit.hpp"
+#include "jitbridge/nvrtc_api.hpp"
 
 namespace jitbridge::detail {
 
 class NvrtcProgram {
  public:
-  // Throws NvrtcError when NVRTC cannot create the program.
+  // Throws CudaNotFoundError when no NVRTC was found, NvrtcError when it cannot create the program.
   NvrtcProgram(const std::string& source, const std::string& name, const std::vector<Header>& headers);
   ~NvrtcProgram();  // never throws
   NvrtcProgram(const NvrtcProgram&) = delete;
@@ -29,6 +30,7 @@ class NvrtcProgram {
   std::string lowered_name(const std::string& expression) const;
 
  private:
+  const NvrtcApi& api_;
   nvrtcProgram prog_ = nullptr;
 };
 

@@ -1,12 +1,12 @@
 // options.cpp — target validation and the option list NVRTC is given.
 #include <fmt/format.h>
-#include <nvrtc.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <stdexcept>
 
 #include "jit_internal.hpp"
+#include "jitbridge/nvrtc_api.hpp"
 
 namespace jitbridge::detail {
 namespace {
@@ -39,10 +39,11 @@ void validate_arch(const std::string& arch) {
   int number = std::stoi(std::string(rest.substr(0, digits)));
   // Asked of NVRTC once per process: every compile() validates its target, cache hits too.
   static const std::vector<int> supported = [] {
+    const NvrtcApi& api = nvrtc_api();  // throws CudaNotFoundError; then tried again next time
     int count = 0;
-    if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return std::vector<int>{};
+    if (api.nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return std::vector<int>{};
     std::vector<int> archs(static_cast<std::size_t>(count));
-    if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return std::vector<int>{};
+    if (api.nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return std::vector<int>{};
     return archs;
   }();
   if (supported.empty()) return;
@@ -87,7 +88,7 @@ std::vector<std::string> effective_options(const CompileOptions& options, std::s
     }
   }
   for (const std::string& dir : options.include_paths) out.push_back("-I" + absolute(dir));
-  for (const std::string& dir : toolkit_include_dirs()) out.push_back("-I" + dir);
+  for (const std::string& dir : compile_include_dirs()) out.push_back("-I" + dir);
   if (arch.empty()) arch = default_arch();
   validate_arch(arch);
   out.push_back("-arch=" + arch);

@@ -19,6 +19,7 @@ where it has the DLPack exchange API) that torch, CuPy, JAX and Numba take witho
 
 from ._core import (
     CompileError,
+    CudaNotFoundError,
     DriverError,
     LaunchError,
     Kernel,
@@ -39,6 +40,11 @@ from ._core import (
 )
 from ._core import ArrayView, Tensor, as_array, empty, empty_like, from_ptr, zeros
 from ._kernels import RawKernel, RawModule
+from . import _core, _cuda_search
+
+# The nvidia-* wheels of this environment, for the run-time search of NVRTC and the CUDA headers
+# (before anything is loaded; docs/DESIGN.md, "Finding CUDA at run time").
+_core._set_wheel_roots(_cuda_search.wheel_roots())
 
 __version__ = "0.1.0"
 
@@ -64,6 +70,7 @@ __all__ = [
     "Resources",
     "CompileError",
     "NvrtcError",
+    "CudaNotFoundError",
     "NoDriverError",
     "DriverError",
     "cache_info",

@@ -1,6 +1,6 @@
 """jitbridge's exception classes; the compiled core raises them (see python/src/errors.cpp)."""
 
-__all__ = ["CompileError", "NvrtcError", "NoDriverError", "DriverError", "LaunchError"]
+__all__ = ["CompileError", "NvrtcError", "CudaNotFoundError", "NoDriverError", "DriverError", "LaunchError"]
 
 
 class CompileError(RuntimeError):
@@ -35,6 +35,18 @@ class CompileError(RuntimeError):
 
 class NvrtcError(RuntimeError):
     """NVRTC itself failed (not the user's source): out of memory, a missing library, ..."""
+
+    __module__ = "jitbridge"
+
+
+class CudaNotFoundError(NvrtcError):
+    """NVRTC (or nvJitLink) was not found, or JITBRIDGE_NVRTC & co. point at nothing usable.
+
+    The message names what to install (``pip install nvidia-cuda-nvrtc nvidia-cuda-runtime
+    nvidia-cuda-cccl``, or a CUDA toolkit) and every place searched with why it was skipped, or the
+    setting that is wrong. ``python -m jitbridge doctor`` shows the same search. A RuntimeError (and
+    a NvrtcError); ``import jitbridge`` works without CUDA, only compiling raises it.
+    """
 
     __module__ = "jitbridge"
 

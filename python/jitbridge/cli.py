@@ -3,7 +3,7 @@
     python -m jitbridge compile FILE.cu [--arch sm_90] [-D NAME[=VALUE]] [-I DIR]
                                 [--name-expression EXPR] [--option OPT] [--ptx]
     python -m jitbridge cache info | cache clear
-    python -m jitbridge doctor
+    python -m jitbridge doctor [--json]
 
 Mistakes (a missing file, a bad option, source that does not compile) print one
 ``jitbridge: error: ...`` line (a compile error adds its diagnostic) and exit with status 1;
@@ -11,6 +11,7 @@ command-line usage errors exit with status 2.
 """
 
 import argparse
+import json
 import os
 import sys
 import warnings
@@ -115,48 +116,112 @@ def _driver_version(v):
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-def _cmd_doctor(args):
-    rows = []
-    rows.append(("jitbridge", f"{jitbridge.__version__} ({os.path.dirname(os.path.abspath(jitbridge.__file__))})"))
-    rows.append(("python", f"{sys.version.split()[0]} ({sys.executable})"))
-    major, minor = jitbridge.nvrtc_version()
-    rows.append(("NVRTC", f"{major}.{minor} ({_core.nvrtc_library()})"))
-    gpus = []
+_COMPONENTS = (("nvrtc", "NVRTC"), ("nvjitlink", "nvJitLink"), ("cuda_headers", "CUDA headers"),
+               ("cccl_headers", "CCCL headers"), ("libcuda", "libcuda"))
+# What compiling needs; nvJitLink and the driver are reported but do not make the setup unusable here.
+_NEEDED = {"nvrtc": "NVRTC was not found", "cuda_headers": "the CUDA headers (cuda_fp16.h) were not found",
+           "cccl_headers": "the CCCL headers (cuda/std, cub) were not found"}
+
+
+def _cuda_search():
+    """_core._cuda_search(), or a stand-in saying why it failed: doctor reports, it never crashes."""
+    try:
+        return _core._cuda_search()
+    except Exception as e:  # noqa: BLE001 - whatever went wrong is the report
+        broken = {"found": False, "path": None, "rule": None, "version": None, "note": None,
+                  "error": f"the search failed: {type(e).__name__}: {e}", "tried": []}
+        return {"wheel_roots": [], "include_dirs": [], **{key: dict(broken) for key, _ in _COMPONENTS}}
+
+
+def _component_lines(pick):
+    """The doctor's text for one component: the first line, then indented details."""
+    if pick["found"]:
+        version = f"{pick['version']}, " if pick["version"] else ""
+        lines = [f"{pick['path']} ({version}from {pick['rule']})"]
+        if pick["note"]:
+            lines.append(f"  {pick['note']}")
+    else:
+        lines = [f"not found: {pick['error']}" if pick["error"] else "not found"]
+    for step in pick["tried"]:
+        where = f" {step['path']}" if step["path"] and step["path"] != step["rule"] else ""
+        lines.append(f"  {'tried' if pick['found'] else 'searched'} {step['rule']}{where}: {step['why']}")
+    return lines
+
+
+def _doctor_report():
+    """Everything doctor shows, as one JSON-ready dict; 'problems' lists what keeps compiling from working."""
+    report = {"jitbridge": {"version": jitbridge.__version__,
+                            "path": os.path.dirname(os.path.abspath(jitbridge.__file__))},
+              "python": {"version": sys.version.split()[0], "executable": sys.executable}}
+    report["cuda"] = _cuda_search()
+    problems = [why for key, why in _NEEDED.items() if not report["cuda"][key]["found"]]
     try:
         info = jitbridge.driver_info()
-    except jitbridge.DriverError as e:
-        rows.append(("driver", f"found, but it failed: {e}"))
-    else:
-        if info["found"]:
-            rows.append(("driver", f"CUDA {_driver_version(info['version'])} ({info['version']})"))
-            gpus = info["devices"]
-        else:
-            rows.append(("driver", f"not found: {info['reason']}"))
-    if gpus:
-        for d in gpus:
-            rows.append((f"GPU {d['ordinal']}", f"{d['name']}, compute capability {d['compute_capability']} "
-                                                f"({d['arch']}), {_human_bytes(d['total_memory'])}"))
-    else:
-        rows.append(("GPUs", "none"))
-    arch = jitbridge.default_arch()
-    if gpus:
+    except Exception as e:  # noqa: BLE001 - a driver that fails while asked is reported
+        info = {"found": True, "reason": f"found, but it failed: {e}", "version": None, "devices": []}
+    report["driver"] = info
+    try:
+        arch = jitbridge.default_arch()
+    except Exception as e:  # noqa: BLE001
+        arch = f"unknown ({e})"
+    if info["devices"]:
         why = "the current GPU's"
     elif os.environ.get("JITBRIDGE_ARCH"):
         why = "from JITBRIDGE_ARCH"
     else:
         why = "built-in default; set JITBRIDGE_ARCH to change"
-    rows.append(("default arch", f"{arch} ({why})"))
-    dirs = jitbridge.toolkit_include_dirs()
-    rows.append(("toolkit include", ", ".join(dirs) if dirs
-                 else "none found (cuda_fp16.h & co. will not resolve; set CUDA_HOME)"))
-    cache = jitbridge.cache_info()
+    report["default_arch"] = {"arch": arch, "why": why}
+    try:
+        report["cache"] = jitbridge.cache_info()
+    except Exception as e:  # noqa: BLE001
+        report["cache"] = {"directory": None, "disk": False, "entries": 0, "bytes": 0, "error": str(e)}
+    report["usable"] = not problems
+    report["problems"] = problems
+    return report
+
+
+def _cmd_doctor(args):
+    report = _doctor_report()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0 if report["usable"] else 1
+    rows = [("jitbridge", f"{report['jitbridge']['version']} ({report['jitbridge']['path']})"),
+            ("python", f"{report['python']['version']} ({report['python']['executable']})")]
+    cuda = report["cuda"]
+    rows.append(("nvidia wheels", ", ".join(cuda["wheel_roots"]) or "none in sys.path (no nvidia/cu13 directory)"))
+    for key, label in _COMPONENTS:
+        lines = _component_lines(cuda[key])
+        rows.append((label, lines[0]))
+        rows.extend(("", line) for line in lines[1:])
+    rows.append(("include dirs", " ".join(cuda["include_dirs"]) or "none"))
+    info = report["driver"]
+    gpus = info["devices"]
+    if info["found"] and info["version"] is not None:
+        rows.append(("driver", f"CUDA {_driver_version(info['version'])} ({info['version']})"))
+    elif info["found"]:
+        rows.append(("driver", info["reason"]))
+    else:
+        rows.append(("driver", f"not found: {info['reason']}"))
+    for d in gpus:
+        rows.append((f"GPU {d['ordinal']}", f"{d['name']}, compute capability {d['compute_capability']} "
+                                            f"({d['arch']}), {_human_bytes(d['total_memory'])}"))
+    if not gpus:
+        rows.append(("GPUs", "none"))
+    rows.append(("default arch", f"{report['default_arch']['arch']} ({report['default_arch']['why']})"))
+    cache = report["cache"]
     state = (f"disk, {_plural(cache['entries'], 'entry', 'entries')}, {_human_bytes(cache['bytes'])}"
              if cache["disk"] else "memory only")
     rows.append(("cache", f"{cache['directory'] or '(no directory)'} ({state})"))
+    if report["usable"]:
+        rows.append(("status", "ok: NVRTC and the CUDA headers are usable"))
+    else:
+        rows.append(("status", "cannot compile: " + "; ".join(report["problems"]) +
+                     " (pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl, or install the CUDA "
+                     "toolkit)"))
     width = max(len(k) for k, _ in rows) + 2
     for key, value in rows:
-        print(f"{key + ':':<{width}}{value}")
-    return 0
+        print(f"{key + ':' if key else '':<{width}}{value}")
+    return 0 if report["usable"] else 1
 
 
 def _parser(prog):
@@ -189,8 +254,12 @@ def _parser(prog):
         func=_cmd_cache_info)
     cache_commands.add_parser("clear", help="remove every entry").set_defaults(func=_cmd_cache_clear)
 
-    doctor = commands.add_parser("doctor", help="check NVRTC, the driver, GPUs and the cache",
-                                 description="Print what jitbridge finds on this machine.")
+    doctor = commands.add_parser("doctor", help="check NVRTC, the CUDA headers, the driver, GPUs and the cache",
+                                 description="Print what jitbridge finds on this machine: for NVRTC, nvJitLink, "
+                                             "the CUDA and CCCL headers and libcuda, the path picked, the rule that "
+                                             "picked it and the places tried before. Exit status 0 when NVRTC and "
+                                             "the headers are usable, 1 otherwise.")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     doctor.set_defaults(func=_cmd_doctor)
     return parser
 

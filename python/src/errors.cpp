@@ -3,6 +3,7 @@
 
 #include "bindings.hpp"
 #include "interop/interop_objects.hpp"
+#include "jitbridge/cuda_search.hpp"
 #include "jitbridge/driver.hpp"
 #include "jitbridge/launcher.hpp"
 
@@ -10,7 +11,7 @@ namespace jitbridge::python {
 namespace {
 
 struct ErrorClasses {
-  py::object compile_error, nvrtc_error, no_driver_error, driver_error, launch_error;
+  py::object compile_error, nvrtc_error, no_driver_error, driver_error, launch_error, cuda_not_found_error;
 };
 
 // Imported once, at module import, and kept for the life of the process (never destroyed, so
@@ -22,7 +23,7 @@ const ErrorClasses& error_classes() {
         py::module_ errors = py::module_::import("jitbridge._errors");
         return ErrorClasses{errors.attr("CompileError"), errors.attr("NvrtcError"),
                             errors.attr("NoDriverError"), errors.attr("DriverError"),
-                            errors.attr("LaunchError")};
+                            errors.attr("LaunchError"), errors.attr("CudaNotFoundError")};
       })
       .get_stored();
 }
@@ -80,6 +81,7 @@ void bind_errors(py::module_& m) {
   m.attr("NoDriverError") = classes.no_driver_error;
   m.attr("DriverError") = classes.driver_error;
   m.attr("LaunchError") = classes.launch_error;
+  m.attr("CudaNotFoundError") = classes.cuda_not_found_error;
 
   // std::invalid_argument -> ValueError and std::out_of_range -> IndexError stay pybind11's.
   py::register_local_exception_translator([](std::exception_ptr p) {
@@ -87,6 +89,8 @@ void bind_errors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const CompileError& e) {
       raise_compile_error(e);
+    } catch (const CudaNotFoundError& e) {  // before NvrtcError, its base
+      raise_simple(error_classes().cuda_not_found_error, e);
     } catch (const NvrtcError& e) {
       raise_simple(error_classes().nvrtc_error, e);
     } catch (const NoDriverError& e) {

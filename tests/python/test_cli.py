@@ -107,7 +107,11 @@ def test_doctor_reports_the_setup(cli, cache_dir):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     major, minor = jitbridge.nvrtc_version()
-    assert re.search(rf"^NVRTC: +{major}\.{minor} \(\S*libnvrtc[^)]*\(\d+ bytes, mtime \d+\)\)$", out, re.M), out
+    search = jitbridge._core._cuda_search()
+    assert re.search(rf"^NVRTC: +{re.escape(search['nvrtc']['path'])} \({major}\.{minor}, from "
+                     rf"{re.escape(search['nvrtc']['rule'])}\)$", out, re.M), out
+    assert re.search(r"^CUDA headers: +/\S+ \(from .+\)$", out, re.M), out
+    assert re.search(r"^status: +ok: NVRTC and the CUDA headers are usable$", out, re.M), out
     info = jitbridge.driver_info()
     driver = re.search(r"^driver: +(.*)$", out, re.M)
     assert driver, out
@@ -120,7 +124,7 @@ def test_doctor_reports_the_setup(cli, cache_dir):
         assert driver.group(1) == f"not found: {info['reason']}", out
         assert re.search(r"^GPUs: +none$", out, re.M), out
     assert re.search(rf"^default arch: +{jitbridge.default_arch()} ", out, re.M), out
-    assert re.search(r"^toolkit include: +/", out, re.M), out
+    assert re.search(r"^include dirs: +/", out, re.M), out
     assert re.search(rf"^cache: +{re.escape(str(cache_dir))} \(disk, 0 entries, 0 bytes\)$", out, re.M), out
 
 

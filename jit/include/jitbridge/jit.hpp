@@ -138,15 +138,18 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
 std::string default_arch();
 inline constexpr const char* kDefaultArch = "sm_90";
 
-// NVRTC's version as {major, minor}.
+// NVRTC's version as {major, minor}. NVRTC is loaded at run time (jitbridge/cuda_search.hpp says
+// from where); throws CudaNotFoundError (a NvrtcError) when no usable NVRTC 13 was found.
 std::pair<int, int> nvrtc_version();
 
 // The NVRTC library this process uses: its path, size and mtime. Two builds of one version
 // (the toolkit's and a framework's wheel) behave differently, so this enters the cache key.
+// Throws CudaNotFoundError when no usable NVRTC was found.
 const std::string& nvrtc_library();
 
-// The CUDA toolkit include directories jitbridge adds to every compile (cuda_fp16.h,
-// cuda/std/... live there). Empty if none was found.
+// The CUDA include directories jitbridge adds to every compile (cuda_fp16.h, cuda/std/...),
+// from the place NVRTC came from or the next place that has them (jitbridge/cuda_search.hpp).
+// Empty if none was found. Never throws.
 const std::vector<std::string>& toolkit_include_dirs();
 
 // Where jitbridge's warnings go (an unusable cache directory, say); default: stderr.

@@ -1,0 +1,111 @@
+// jitbridge/cuda_search.hpp — where NVRTC, nvJitLink and the CUDA headers NVRTC compiles against come from at run time.
+//
+// Nothing from CUDA is linked: the libraries are dlopen'ed on first use from the first place of
+// this order that has a usable one (docs/DESIGN.md, "Finding CUDA at run time"):
+//   1. an explicit setting: JITBRIDGE_NVRTC / JITBRIDGE_NVJITLINK (a library file),
+//      JITBRIDGE_CUDA_INCLUDE (include directories, ':'-separated);
+//   2. the nvidia-* wheels of the Python environment (<site-packages>/nvidia/cu13, handed in by
+//      the Python package through set_cuda_wheel_roots());
+//   3. CUDA_HOME, then CUDA_PATH;  4. /usr/local/cuda;  5. the loader path (dlopen by soname).
+// Headers come first from NVRTC's own place, then from the same order (without the loader path).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jitbridge/jit.hpp"
+
+namespace jitbridge {
+
+// A CUDA component jitbridge needs (NVRTC, nvJitLink) was not found, or an explicit setting
+// (JITBRIDGE_NVRTC & co.) points at nothing usable. what() names what to install and every place
+// searched with why it was skipped. A kind of NvrtcError: code catching that keeps working.
+class CudaNotFoundError : public NvrtcError {
+ public:
+  using NvrtcError::NvrtcError;
+};
+
+// One place the search looked at, and why it did not take it.
+struct SearchStep {
+  std::string rule;  // "JITBRIDGE_NVRTC", "wheel nvidia-cuda-nvrtc in /sp", "CUDA_HOME", "loader path", ...
+  std::string path;  // what was looked at ("" when the rule was not set)
+  std::string why;   // "not set", "no such file", "is NVRTC 12.4; jitbridge needs 13", ...
+};
+
+// The outcome of the search for one component.
+struct ComponentPick {
+  std::string component;          // "nvrtc", "nvJitLink", "cuda headers", "cccl headers"
+  bool found = false;
+  std::string path;               // the library file (resolved), or the include directory
+  std::string rule;               // the rule that picked it (as in SearchStep::rule)
+  std::string root;               // the place's root: its headers are <root>/include (+ /cccl)
+  std::string version;            // "13.0" for libraries, "" for headers
+  std::string note;               // why a header set comes from elsewhere than NVRTC's place
+  std::vector<SearchStep> tried;  // the places tried before the pick (all of them when !found)
+  std::string error;              // an explicit setting is wrong: the message, naming the variable
+};
+
+// Everything the search reads from the process; tests hand in fake trees instead.
+struct SearchInputs {
+  std::optional<std::string> nvrtc_env;      // JITBRIDGE_NVRTC
+  std::optional<std::string> nvjitlink_env;  // JITBRIDGE_NVJITLINK
+  std::optional<std::string> include_env;    // JITBRIDGE_CUDA_INCLUDE
+  std::vector<std::string> wheel_roots;      // <site-packages>/nvidia/cu13 directories, in order
+  std::optional<std::string> cuda_home;      // CUDA_HOME
+  std::optional<std::string> cuda_path;      // CUDA_PATH
+  std::string standard_root = "/usr/local/cuda";
+
+  // This process's environment variables (empty ones count as unset) and the given wheel roots.
+  static SearchInputs from_environment(std::vector<std::string> wheel_roots);
+};
+
+// What loading one candidate library gave.
+struct LibraryProbe {
+  bool loaded = false;
+  int major = 0, minor = 0;  // the library's own version, when loaded
+  std::string path;          // the file actually loaded (resolved; for a soname, where the loader found it)
+  std::string why;           // why it could not be loaded
+  void* handle = nullptr;    // dlopen handle (nullptr in tests)
+};
+// Loads a library given by path, or by bare soname for the loader-path rule, and reads its version.
+using LibraryLoader = std::function<LibraryProbe(const std::string& path_or_soname)>;
+
+enum class CudaLibrary { nvrtc, nvjitlink };
+
+// Picks `which` by the search order from `in`, loading candidates with `load` until one loads
+// and is major version 13. An explicit setting that is missing or unusable gives error != ""
+// (no fallback). Never throws (except std::bad_alloc).
+ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const LibraryLoader& load);
+
+// The two header sets NVRTC needs, each searched on its own.
+struct HeaderPicks {
+  ComponentPick cuda;                     // cuda_fp16.h, cuda_bf16.h, cooperative_groups.h, ...
+  ComponentPick cccl;                     // cuda/std/..., cub/, thrust/
+  std::vector<std::string> include_dirs;  // what every compile gets as -I, in order
+};
+// Picks the header directories: JITBRIDGE_CUDA_INCLUDE, then NVRTC's own place (`nvrtc`, when
+// found), then wheels, CUDA_HOME, CUDA_PATH, the standard root. Never throws (except bad_alloc).
+HeaderPicks pick_headers(const SearchInputs& in, const ComponentPick& nvrtc);
+
+// The message of the error every compile raises when `pick` (a library) was not found.
+std::string not_found_message(const ComponentPick& pick);
+
+// ---- this process ---------------------------------------------------------------------------
+
+// Where the Python package found nvidia/cu13 directories (sys.path order). Must come before the
+// first search; throws std::logic_error when a search already ran with other roots.
+void set_cuda_wheel_roots(std::vector<std::string> roots);
+
+// The searches of this process (each runs once, on first use, thread-safe; libraries get loaded).
+// Never throws (except bad_alloc): what is missing shows as found == false.
+const ComponentPick& nvrtc_pick();
+const ComponentPick& nvjitlink_pick();
+const HeaderPicks& cuda_header_picks();
+const std::vector<std::string>& cuda_wheel_roots();
+
+// nvJitLink's version as {major, minor}; throws CudaNotFoundError when it was not found.
+std::pair<int, int> nvjitlink_version();
+
+}  // namespace jitbridge

@@ -1,0 +1,364 @@
+// test_cuda_locator.cpp — the CUDA search order on fake trees: each rule, their precedence, header fallbacks, explicit settings that point at nothing, other CUDA majors.
+#include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "jitbridge/cuda_search.hpp"
+#include "jitbridge/nvrtc_api.hpp"
+
+using namespace jitbridge;
+
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/jitbridge-locator-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  return tmpl;
+}
+
+void mkdirs(const std::string& path) {
+  for (std::size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+// A file holding `text`, its directories made.
+void put(const std::string& path, const std::string& text = "x") {
+  mkdirs(path.substr(0, path.find_last_of('/')));
+  std::ofstream(path) << text;
+}
+
+// Fake libraries are text files holding their version ("13.0", "12.4") or "bad" (not loadable).
+// A bare soname (the loader-path rule) resolves through `loader_path`, as ld.so would.
+struct FakeLoader {
+  std::map<std::string, std::string> loader_path;  // soname -> file
+  std::vector<std::string> loaded;                 // what was asked, in order
+
+  LibraryLoader fn() {
+    return [this](const std::string& name) {
+      loaded.push_back(name);
+      LibraryProbe p;
+      std::string file = name;
+      if (name.find('/') == std::string::npos) {
+        auto it = loader_path.find(name);
+        if (it == loader_path.end()) {
+          p.why = name + ": cannot open shared object file";
+          return p;
+        }
+        file = it->second;
+      }
+      std::ifstream in(file);
+      std::string text;
+      in >> text;
+      if (!in && text.empty()) {
+        p.why = file + ": cannot open shared object file";
+        return p;
+      }
+      if (text == "bad") {
+        p.why = file + ": invalid ELF header";
+        return p;
+      }
+      p.loaded = true;
+      p.major = std::atoi(text.c_str());
+      p.minor = std::atoi(text.substr(text.find('.') + 1).c_str());
+      p.path = file;
+      return p;
+    };
+  }
+};
+
+// A fake nvidia/cu13 wheel root under `site`: lib/libnvrtc.so.13 and, as asked, the header sets.
+std::string wheel(const std::string& site, bool nvrtc = true, bool cuda_headers = true, bool cccl = true) {
+  std::string root = site + "/nvidia/cu13";
+  mkdirs(root + "/lib");
+  if (nvrtc) put(root + "/lib/libnvrtc.so.13", "13.0");
+  if (cuda_headers) put(root + "/include/cuda_fp16.h");
+  if (cccl) put(root + "/include/cccl/cuda/std/type_traits");
+  return root;
+}
+
+// A fake toolkit: lib64/libnvrtc.so.13 (version `version`, or none when empty) and both header sets.
+std::string toolkit(const std::string& root, const std::string& version = "13.0", bool headers = true) {
+  mkdirs(root + "/lib64");
+  if (!version.empty()) put(root + "/lib64/libnvrtc.so.13", version);
+  if (headers) {
+    put(root + "/include/cuda_fp16.h");
+    put(root + "/include/cccl/cuda/std/type_traits");
+  }
+  return root;
+}
+
+// Inputs that see nothing of this machine: no variables, a standard root that does not exist.
+SearchInputs nothing(const std::string& base) {
+  SearchInputs in;
+  in.standard_root = base + "/no-usr-local-cuda";
+  return in;
+}
+
+std::string real(const std::string& path) {
+  char* r = ::realpath(path.c_str(), nullptr);
+  std::string out = r ? r : path;
+  std::free(r);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda search: each rule picks, in precedence order") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  loader.loader_path["libnvrtc.so.13"] = base + "/ld/lib/libnvrtc.so.13";
+  put(base + "/ld/lib/libnvrtc.so.13", "13.1");
+  SearchInputs in = nothing(base);
+
+  // Only the loader path.
+  ComponentPick p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  REQUIRE(p.found);
+  CHECK(p.rule == "loader path");
+  CHECK(p.path == base + "/ld/lib/libnvrtc.so.13");
+  CHECK(p.version == "13.1");
+  CHECK(p.root == base + "/ld");
+  REQUIRE(p.tried.size() == 4);  // JITBRIDGE_NVRTC, CUDA_HOME, CUDA_PATH, the standard root
+  CHECK(p.tried[0].rule == "JITBRIDGE_NVRTC");
+  CHECK(p.tried[0].why == "not set");
+  CHECK(p.tried[1].rule == "CUDA_HOME");
+  CHECK(p.tried[3].why == "no such directory");
+
+  // The standard root beats the loader path.
+  in.standard_root = toolkit(base + "/usr-local-cuda");
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(p.rule == in.standard_root);
+  CHECK(p.path == in.standard_root + "/lib64/libnvrtc.so.13");
+
+  // CUDA_PATH beats it, CUDA_HOME beats CUDA_PATH.
+  in.cuda_path = toolkit(base + "/cuda-path");
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(p.rule == "CUDA_PATH");
+  in.cuda_home = toolkit(base + "/cuda-home");
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(p.rule == "CUDA_HOME");
+  CHECK(p.path == base + "/cuda-home/lib64/libnvrtc.so.13");
+
+  // A wheel beats CUDA_HOME; the first wheel root in sys.path order wins.
+  in.wheel_roots = {base + "/site-a/nvidia/cu13", wheel(base + "/site-b"), wheel(base + "/site-c")};
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(p.rule == "wheel nvidia-cuda-nvrtc in " + base + "/site-b");
+  CHECK(p.path == base + "/site-b/nvidia/cu13/lib/libnvrtc.so.13");
+  CHECK(p.root == base + "/site-b/nvidia/cu13");
+  REQUIRE(p.tried.size() == 2);
+  CHECK(p.tried[1].rule == "wheel nvidia-cuda-nvrtc in " + base + "/site-a");
+  CHECK(p.tried[1].why == "no such directory");
+
+  // The explicit setting beats everything.
+  put(base + "/mine/libnvrtc.so.13", "13.2");
+  in.nvrtc_env = base + "/mine/libnvrtc.so.13";
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(p.rule == "JITBRIDGE_NVRTC");
+  CHECK(p.path == base + "/mine/libnvrtc.so.13");
+  CHECK(p.version == "13.2");
+  CHECK(p.tried.empty());
+  CHECK(p.error.empty());
+}
+
+TEST_CASE("cuda search: an explicit setting that points at nothing is an error naming it, not a fallback") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  SearchInputs in = nothing(base);
+  in.cuda_home = toolkit(base + "/cuda-home");  // would be found without the setting
+
+  in.nvrtc_env = base + "/missing/libnvrtc.so.13";
+  ComponentPick p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK_FALSE(p.found);
+  CHECK(p.error.find("JITBRIDGE_NVRTC=" + base + "/missing/libnvrtc.so.13: no such file") == 0);
+  CHECK(loader.loaded.empty());  // nothing else was even tried
+  CHECK(not_found_message(p).find("JITBRIDGE_NVRTC=") != std::string::npos);
+
+  in.nvrtc_env = base;  // a directory
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK_FALSE(p.found);
+  CHECK(p.error.find("is a directory") != std::string::npos);
+
+  put(base + "/old/libnvrtc.so.12", "12.4");
+  in.nvrtc_env = base + "/old/libnvrtc.so.12";
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK_FALSE(p.found);
+  CHECK(p.error.find("is NVRTC 12.4; jitbridge needs 13") != std::string::npos);
+
+  put(base + "/broken/libnvrtc.so.13", "bad");
+  in.nvrtc_env = base + "/broken/libnvrtc.so.13";
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(p.error.find("could not be loaded: " + base + "/broken/libnvrtc.so.13: invalid ELF header") !=
+        std::string::npos);
+
+  // nvJitLink has its own variable; JITBRIDGE_NVRTC does not touch it.
+  in.nvjitlink_env = base + "/nope.so";
+  p = pick_library(CudaLibrary::nvjitlink, in, loader.fn());
+  CHECK(p.component == "nvJitLink");
+  CHECK(p.error.find("JITBRIDGE_NVJITLINK=" + base + "/nope.so: no such file") == 0);
+
+  // Header directories that are not there.
+  in.include_env = base + "/cuda-home/include:" + base + "/no-such-include";
+  HeaderPicks h = pick_headers(in, ComponentPick{});
+  CHECK_FALSE(h.cuda.found);
+  CHECK_FALSE(h.cccl.found);
+  CHECK(h.cuda.error.find("JITBRIDGE_CUDA_INCLUDE=") == 0);
+  CHECK(h.cuda.error.find(base + "/no-such-include is not a directory") != std::string::npos);
+  CHECK(h.include_dirs.empty());
+}
+
+TEST_CASE("cuda search: other CUDA majors are reported and skipped") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  SearchInputs in = nothing(base);
+  // A CUDA 12 toolkit in CUDA_HOME: only libnvrtc.so.12 there.
+  toolkit(base + "/cuda12", "");
+  put(base + "/cuda12/lib64/libnvrtc.so.12", "12.4");
+  put(base + "/cuda12/lib64/libnvrtc.so.12.4.99", "12.4");
+  in.cuda_home = base + "/cuda12";
+  // A file named .so.13 that is in fact another major, in CUDA_PATH.
+  in.cuda_path = toolkit(base + "/liar", "12.8");
+  in.standard_root = toolkit(base + "/cuda13");
+  ComponentPick p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  REQUIRE(p.found);
+  CHECK(p.rule == base + "/cuda13");
+  REQUIRE(p.tried.size() == 3);
+  CHECK(p.tried[1].rule == "CUDA_HOME");
+  CHECK(p.tried[1].why.find("no libnvrtc.so.13 in lib64, lib or targets/") == 0);
+  CHECK(p.tried[1].why.find("libnvrtc.so.12 is another CUDA major (jitbridge needs 13)") != std::string::npos);
+  CHECK(p.tried[2].rule == "CUDA_PATH");
+  CHECK(p.tried[2].path == base + "/liar/lib64/libnvrtc.so.13");
+  CHECK(p.tried[2].why == "is NVRTC 12.8; jitbridge needs 13");
+  // The loader path, too: a libnvrtc.so.13 soname that reports 12.
+  in.standard_root = base + "/none";
+  loader.loader_path["libnvrtc.so.13"] = base + "/liar/lib64/libnvrtc.so.13";
+  p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK_FALSE(p.found);
+  CHECK(p.tried.back().rule == "loader path");
+  CHECK(p.tried.back().why == "is NVRTC 12.8; jitbridge needs 13");
+}
+
+TEST_CASE("cuda search: a broken wheel copy is skipped for the next place") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  SearchInputs in = nothing(base);
+  std::string root = wheel(base + "/site");
+  put(root + "/lib/libnvrtc.so.13", "bad");
+  in.wheel_roots = {root};
+  in.cuda_home = toolkit(base + "/cuda-home");
+  ComponentPick p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  REQUIRE(p.found);
+  CHECK(p.rule == "CUDA_HOME");
+  REQUIRE(p.tried.size() == 2);
+  CHECK(p.tried[1].path == root + "/lib/libnvrtc.so.13");
+  CHECK(p.tried[1].why.find("could not be loaded: ") == 0);
+}
+
+TEST_CASE("cuda search: nothing found names what to install and every place searched") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  SearchInputs in = nothing(base);
+  in.wheel_roots = {wheel(base + "/site", false)};  // headers only (nvidia-cuda-runtime without nvrtc)
+  ComponentPick p = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK_FALSE(p.found);
+  CHECK(p.error.empty());
+  std::string msg = not_found_message(p);
+  CHECK(msg.find("NVRTC was not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl, or "
+                 "install the CUDA toolkit (searched: JITBRIDGE_NVRTC: not set; wheel nvidia-cuda-nvrtc in " +
+                 base + "/site " + base + "/site/nvidia/cu13: no lib/libnvrtc.so.13; CUDA_HOME: not set") == 0);
+  CHECK(msg.find("loader path libnvrtc.so.13: could not be loaded: libnvrtc.so.13: cannot open shared object file)") !=
+        std::string::npos);
+  ComponentPick j = pick_library(CudaLibrary::nvjitlink, in, loader.fn());
+  CHECK(not_found_message(j).find("nvJitLink was not found: pip install nvidia-nvjitlink") == 0);
+  // The headers are still found (from the wheel) without any NVRTC.
+  HeaderPicks h = pick_headers(in, p);
+  CHECK(h.cuda.found);
+  CHECK(h.cuda.rule == "wheel nvidia-cuda-runtime in " + base + "/site");
+  CHECK(h.cccl.rule == "wheel nvidia-cuda-cccl in " + base + "/site");
+  CHECK(h.cuda.note.empty());
+}
+
+TEST_CASE("cuda search: headers come from NVRTC's own place first, each set on its own") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  SearchInputs in = nothing(base);
+  in.cuda_home = toolkit(base + "/cuda-home");
+  std::string site = wheel(base + "/site", true, true, true);
+  in.wheel_roots = {site};
+
+  // NVRTC from CUDA_HOME (explicitly placed there by the loader stand-in): its headers win over the wheel's.
+  ComponentPick nvrtc;
+  nvrtc.found = true;
+  nvrtc.rule = "CUDA_HOME";
+  nvrtc.root = in.cuda_home.value();
+  HeaderPicks h = pick_headers(in, nvrtc);
+  CHECK(h.cuda.rule == "CUDA_HOME");
+  CHECK(h.cuda.path == real(base + "/cuda-home/include"));
+  CHECK(h.cccl.path == real(base + "/cuda-home/include/cccl"));
+  CHECK(h.include_dirs == std::vector<std::string>{real(base + "/cuda-home/include"),
+                                                   real(base + "/cuda-home/include/cccl")});
+
+  // The mixed setup: JITBRIDGE_NVRTC at a copy of libnvrtc in a directory without headers.
+  put(base + "/copy/lib/libnvrtc.so.13", "13.0");
+  in.nvrtc_env = base + "/copy/lib/libnvrtc.so.13";
+  nvrtc = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  REQUIRE(nvrtc.rule == "JITBRIDGE_NVRTC");
+  h = pick_headers(in, nvrtc);
+  CHECK(h.cuda.rule == "wheel nvidia-cuda-runtime in " + base + "/site");
+  CHECK(h.cuda.note == "NVRTC's own place (" + base + "/copy) has no cuda_fp16.h");
+  REQUIRE(h.cuda.tried.size() == 2);
+  CHECK(h.cuda.tried[1].rule == "beside NVRTC (JITBRIDGE_NVRTC)");
+  CHECK(h.cuda.tried[1].why == "no cuda_fp16.h there");
+
+  // NVRTC from the wheel, whose place has the runtime headers but no CCCL (no nvidia-cuda-cccl):
+  // cuda headers from the wheel, CCCL from the next place down the order.
+  in.nvrtc_env.reset();
+  std::string site2 = wheel(base + "/site2", true, true, false);
+  in.wheel_roots = {site2};
+  nvrtc = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  REQUIRE(nvrtc.rule == "wheel nvidia-cuda-nvrtc in " + base + "/site2");
+  h = pick_headers(in, nvrtc);
+  CHECK(h.cuda.rule == "wheel nvidia-cuda-runtime in " + base + "/site2");
+  CHECK(h.cuda.note.empty());
+  CHECK(h.cccl.rule == "CUDA_HOME");
+  CHECK(h.cccl.note == "NVRTC's own place (" + site2 + ") has no cuda/std");
+  CHECK(h.include_dirs == std::vector<std::string>{real(site2 + "/include"), real(base + "/cuda-home/include/cccl")});
+
+  // JITBRIDGE_CUDA_INCLUDE comes first, for the sets it has; the others are still searched.
+  put(base + "/my-include/cuda_fp16.h");
+  in.include_env = base + "/my-include";
+  h = pick_headers(in, nvrtc);
+  CHECK(h.cuda.rule == "JITBRIDGE_CUDA_INCLUDE");
+  CHECK(h.cuda.path == real(base + "/my-include"));
+  CHECK(h.cccl.rule == "CUDA_HOME");
+  CHECK(h.cccl.tried.front().why == "no cuda/std there");
+}
+
+TEST_CASE("cuda search: a place reached by two rules is looked into once") {
+  std::string base = temp_dir();
+  SearchInputs in = nothing(base);
+  toolkit(base + "/cuda-13.0", "13.0", false);
+  ::symlink((base + "/cuda-13.0").c_str(), (base + "/cuda").c_str());
+  in.cuda_home = base + "/cuda";
+  in.standard_root = base + "/cuda";
+  ComponentPick nvrtc;  // not found
+  HeaderPicks h = pick_headers(in, nvrtc);
+  CHECK_FALSE(h.cuda.found);
+  // JITBRIDGE_CUDA_INCLUDE, CUDA_HOME, CUDA_PATH; the standard root is CUDA_HOME again.
+  CHECK(h.cuda.tried.size() == 3);
+}
+
+TEST_CASE("cuda search: this process finds NVRTC and its headers") {
+  // The test binary links no libnvrtc: NVRTC must have come from the search.
+  const ComponentPick& p = nvrtc_pick();
+  if (!p.found) {
+    CHECK_THROWS_AS(nvrtc_api(), CudaNotFoundError);
+    return;
+  }
+  CHECK(nvrtc_api().major == 13);
+  CHECK_FALSE(p.rule.empty());
+  CHECK_FALSE(cuda_header_picks().include_dirs.empty());
+  CHECK_THROWS_AS(set_cuda_wheel_roots({"/elsewhere/nvidia/cu13"}), std::logic_error);
+}

@@ -1,0 +1,342 @@
+"""Where NVRTC, nvJitLink and the CUDA headers come from at run time: the wheel roots, each rule of the search order
+and its precedence, header fallbacks, the not-found errors, doctor (text and --json). Each case runs a fresh process:
+the search is process-global and runs once."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import jitbridge
+from jitbridge import _cuda_search
+from conftest import package_env
+
+PACKAGE_PARENT = str(Path(jitbridge.__file__).resolve().parent.parent)
+# Every variable the search reads, emptied (empty counts as unset) unless a test sets it.
+UNSET = {"JITBRIDGE_NVRTC": "", "JITBRIDGE_NVJITLINK": "", "JITBRIDGE_CUDA_INCLUDE": "", "CUDA_HOME": "",
+         "CUDA_PATH": ""}
+FP16_KERNEL = r"""
+#include <cuda_fp16.h>
+extern "C" __global__ void k(__half* x) { x[0] = __float2half(1.0f); }
+"""
+
+
+def _search():
+    return jitbridge._core._cuda_search()
+
+
+def _real_nvrtc():
+    """This machine's NVRTC (the one this test process loaded), or skip."""
+    pick = _search()["nvrtc"]
+    if not pick["found"]:
+        pytest.skip("no NVRTC on this machine")
+    return Path(pick["path"])
+
+
+def _env(cache_dir, sites=(), **extra):
+    """A child environment: this jitbridge, `sites` on sys.path after it, the search variables unset."""
+    env = package_env(cache_dir, **{**UNSET, **extra})
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, *map(str, sites)])
+    env["JITBRIDGE_CACHE"] = "0"
+    return env
+
+
+def _doctor(tmp_path, cache_dir, sites=(), wrap=(), **extra):
+    """(exit status, report) of `python -m jitbridge doctor --json` in a child."""
+    r = subprocess.run([*wrap, sys.executable, "-m", "jitbridge", "doctor", "--json"], cwd=tmp_path,
+                       env=_env(cache_dir, sites, **extra), capture_output=True, text=True, timeout=300)
+    assert r.stdout.startswith("{"), r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def _python(tmp_path, cache_dir, code, sites=(), wrap=(), **extra):
+    return subprocess.run([*wrap, sys.executable, "-c", code], cwd=tmp_path, env=_env(cache_dir, sites, **extra),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _put(path, text="x"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _link_nvrtc(lib_dir, real):
+    """lib_dir/libnvrtc.so.13 (and its builtins) as links to this machine's NVRTC."""
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    for f in real.parent.glob("libnvrtc*.so.13*"):
+        if "alt" not in f.name:
+            (lib_dir / f.name).symlink_to(f)
+    return lib_dir / "libnvrtc.so.13"
+
+
+def _fake_wheel(site, nvrtc=None, fp16=None, cccl=False):
+    """site/nvidia/cu13 with, as asked, lib/libnvrtc.so.13 (links to `nvrtc`'s files, or a file that is no
+    library), include/cuda_fp16.h holding `fp16`, include/cccl/cuda/std/type_traits."""
+    root = site / "nvidia" / "cu13"
+    (root / "lib").mkdir(parents=True)
+    if nvrtc == "broken":
+        _put(root / "lib" / "libnvrtc.so.13", "not a library")
+    elif nvrtc is not None:
+        _link_nvrtc(root / "lib", nvrtc)
+    if fp16 is not None:
+        _put(root / "include" / "cuda_fp16.h", fp16)
+    if cccl:
+        _put(root / "include" / "cccl" / "cuda" / "std" / "type_traits")
+    return root
+
+
+def _fake_toolkit(root, nvrtc):
+    _link_nvrtc(root / "lib64", nvrtc)
+    _put(root / "include" / "cuda_fp16.h", "#define FAKE_TOOLKIT_FP16 1\n")
+    return root
+
+
+# ---- the wheel roots ---------------------------------------------------------------------------
+
+def test_wheel_roots_are_the_nvidia_cu13_dirs_of_absolute_path_entries_in_order(tmp_path, monkeypatch):
+    a, b, c = (tmp_path / n for n in "abc")
+    for site in (a, c):
+        (site / "nvidia" / "cu13").mkdir(parents=True)
+    (b / "nvidia").mkdir(parents=True)  # a CUDA 12 layout or another namespace: no cu13
+    monkeypatch.chdir(c)
+    roots = _cuda_search.wheel_roots([str(c), "", "nvidia-is-here-but-relative", str(b), str(a), str(c) + "/",
+                                      str(tmp_path / "missing"), 42])
+    assert roots == [str(c / "nvidia" / "cu13"), str(a / "nvidia" / "cu13")]
+
+
+def test_import_hands_the_wheel_roots_over_and_loads_nothing(tmp_path, cache_dir):
+    site = tmp_path / "site"
+    _fake_wheel(site, fp16="")
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                "maps = open('/proc/self/maps').read()\n"
+                "print('nvrtc' in maps, 'nvJitLink' in maps)\n"
+                "print(jitbridge._core._cuda_search()['wheel_roots'])", sites=[site])
+    assert r.returncode == 0, r.stderr
+    loaded, roots = r.stdout.splitlines()
+    assert loaded == "False False"
+    assert roots == repr([str(site / "nvidia" / "cu13")])
+
+
+def test_wheel_roots_cannot_change_after_the_search(tmp_path, cache_dir):
+    r = _python(tmp_path, cache_dir, "import jitbridge\njitbridge._core._cuda_search()\n"
+                "jitbridge._core._set_wheel_roots([])\n"
+                "try:\n    jitbridge._core._set_wheel_roots(['/x/nvidia/cu13'])\n"
+                "except RuntimeError as e:\n    print(e)\n")
+    assert r.returncode == 0, r.stderr
+    assert "the CUDA search already ran" in r.stdout
+
+
+# ---- the rules and their precedence (fake trees around this machine's NVRTC) ---------------------
+
+def test_an_explicit_setting_to_nothing_is_an_error_naming_it(tmp_path, cache_dir):
+    missing = tmp_path / "nowhere" / "libnvrtc.so.13"
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_90')\n"
+                "except jitbridge.CudaNotFoundError as e:\n"
+                "    print(isinstance(e, RuntimeError), isinstance(e, jitbridge.NvrtcError))\n    print(e)\n",
+                JITBRIDGE_NVRTC=missing)
+    assert r.returncode == 0, r.stderr
+    kinds, message = r.stdout.splitlines()
+    assert kinds == "True True"
+    assert message == (f"NVRTC could not be loaded: JITBRIDGE_NVRTC={missing}: no such file (unset it to search "
+                       "the Python environment's wheels and the CUDA toolkits)")
+    status, report = _doctor(tmp_path, cache_dir, JITBRIDGE_NVRTC=missing)
+    assert status == 1
+    assert report["cuda"]["nvrtc"]["found"] is False
+    assert report["cuda"]["nvrtc"]["error"].startswith(f"JITBRIDGE_NVRTC={missing}: no such file")
+    assert report["problems"][0] == "NVRTC was not found"
+
+    status, report = _doctor(tmp_path, cache_dir, JITBRIDGE_CUDA_INCLUDE=tmp_path / "no-include")
+    assert status == 1
+    assert report["cuda"]["cuda_headers"]["error"].startswith(f"JITBRIDGE_CUDA_INCLUDE={tmp_path / 'no-include'}: ")
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_90')\n"
+                "except jitbridge.CudaNotFoundError as e:\n    print(e)\n",
+                JITBRIDGE_CUDA_INCLUDE=tmp_path / "no-include")
+    assert r.stdout.startswith(f"JITBRIDGE_CUDA_INCLUDE={tmp_path / 'no-include'}: "), r.stdout + r.stderr
+
+
+def test_env_beats_wheel_beats_cuda_home(tmp_path, cache_dir):
+    real = _real_nvrtc()
+    site = tmp_path / "site"
+    _fake_wheel(site, nvrtc=real, fp16="#define FAKE_WHEEL_FP16 1\n", cccl=True)
+    home = _fake_toolkit(tmp_path / "cuda-home", real)
+    mine = _link_nvrtc(tmp_path / "mine" / "lib", real)
+
+    _, report = _doctor(tmp_path, cache_dir, sites=[site], CUDA_HOME=home)
+    nvrtc = report["cuda"]["nvrtc"]
+    assert (nvrtc["rule"], nvrtc["path"]) == (f"wheel nvidia-cuda-nvrtc in {site}",
+                                             str(site / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13"))
+    assert nvrtc["version"].startswith("13.")
+    assert report["cuda"]["cuda_headers"]["rule"] == f"wheel nvidia-cuda-runtime in {site}"
+
+    _, report = _doctor(tmp_path, cache_dir, sites=[site], CUDA_HOME=home, JITBRIDGE_NVRTC=mine)
+    nvrtc = report["cuda"]["nvrtc"]
+    assert (nvrtc["rule"], nvrtc["path"], nvrtc["tried"]) == ("JITBRIDGE_NVRTC", str(mine), [])
+
+    _, report = _doctor(tmp_path, cache_dir, CUDA_HOME=home)
+    nvrtc = report["cuda"]["nvrtc"]
+    assert (nvrtc["rule"], nvrtc["path"]) == ("CUDA_HOME", str(home / "lib64" / "libnvrtc.so.13"))
+    assert report["cuda"]["cuda_headers"]["rule"] == "CUDA_HOME"
+    assert report["cuda"]["cuda_headers"]["path"] == str((home / "include").resolve())
+    # CUDA_HOME's include has no CCCL: the next place down the order that has it, said so.
+    cccl = report["cuda"]["cccl_headers"]
+    if cccl["found"]:
+        assert cccl["rule"] != "CUDA_HOME"
+        assert cccl["note"] == f"NVRTC's own place ({home}) has no cuda/std"
+
+
+def test_a_broken_wheel_copy_is_skipped_with_the_reason(tmp_path, cache_dir):
+    real = _real_nvrtc()
+    site = tmp_path / "site"
+    _fake_wheel(site, nvrtc="broken")
+    home = _fake_toolkit(tmp_path / "cuda-home", real)
+    _, report = _doctor(tmp_path, cache_dir, sites=[site], CUDA_HOME=home)
+    nvrtc = report["cuda"]["nvrtc"]
+    assert nvrtc["rule"] == "CUDA_HOME"
+    wheel_step = nvrtc["tried"][1]
+    assert wheel_step["rule"] == f"wheel nvidia-cuda-nvrtc in {site}"
+    assert wheel_step["path"] == str(site / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13")
+    assert wheel_step["why"].startswith("could not be loaded: ")
+
+
+def test_mixed_setup_nvrtc_from_a_bare_copy_headers_from_the_wheel(tmp_path, cache_dir, cli):
+    """JITBRIDGE_NVRTC at a copy of the library in a directory without headers, cuda_fp16.h from the runtime
+    wheel: the compile really reads the wheel's header."""
+    real = _real_nvrtc()
+    site = tmp_path / "site"
+    wheel_header = "#define FAKE_WHEEL_FP16 1\nstruct __half { unsigned short x; };\n"
+    _fake_wheel(site, fp16=wheel_header)
+    mine = _link_nvrtc(tmp_path / "copy" / "lib", real)
+    _, report = _doctor(tmp_path, cache_dir, sites=[site], JITBRIDGE_NVRTC=mine)
+    headers = report["cuda"]["cuda_headers"]
+    assert headers["rule"] == f"wheel nvidia-cuda-runtime in {site}"
+    assert headers["note"] == f"NVRTC's own place ({tmp_path / 'copy'}) has no cuda_fp16.h"
+    assert {"rule": "beside NVRTC (JITBRIDGE_NVRTC)", "path": str(tmp_path / "copy" / "include"),
+            "why": "no cuda_fp16.h there"} in headers["tried"]
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                "p = jitbridge.compile('#include <cuda_fp16.h>\\n#if !FAKE_WHEEL_FP16\\n#error not the wheel\\n#endif\\n"
+                "extern \"C\" __global__ void k(__half* h) {}', arch='sm_90')\n"
+                "print(p.kernels[0].signature)", sites=[site], JITBRIDGE_NVRTC=mine)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "(__half*)"
+
+    text = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], cwd=tmp_path,
+                          env=_env(cache_dir, [site], JITBRIDGE_NVRTC=mine), capture_output=True, text=True)
+    assert f"NVRTC:         {mine} (" in text.stdout and "from JITBRIDGE_NVRTC)" in text.stdout, text.stdout
+    assert f"  NVRTC's own place ({tmp_path / 'copy'}) has no cuda_fp16.h" in text.stdout, text.stdout
+
+
+# ---- nothing there (a private mount namespace hides the toolkit; root only) -----------------------
+
+def _hide(*dirs):
+    """A command prefix that runs the rest with tmpfs mounted over `dirs`, or skip."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("hiding the toolkit needs root and unshare")
+    mounts = " && ".join(f"mount -t tmpfs none {d}" for d in dirs)
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts} && true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot hide the toolkit here: {probe.stderr.strip()}")
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mounts} && exec "$@"', "sh"]
+
+
+def _toolkit_dirs():
+    dirs = {str(Path("/usr/local/cuda").resolve())}
+    pick = _search()["nvrtc"]
+    if pick["found"]:
+        dirs.add(str(Path(pick["path"]).resolve().parent.parent))
+    dirs = sorted(d for d in dirs if os.path.isdir(d))
+    # Hiding a directory hides what is under it (and a mount under a hidden one would fail).
+    return [d for d in dirs if not any(d.startswith(o + "/") for o in dirs)]
+
+
+def test_nothing_found_import_works_and_compile_says_what_to_install(tmp_path, cache_dir):
+    wrap = _hide(*_toolkit_dirs())
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_90')\n"
+                "except jitbridge.CudaNotFoundError as e:\n    print(e)\n", wrap=wrap)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("NVRTC was not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime "
+                               "nvidia-cuda-cccl, or install the CUDA toolkit (searched: JITBRIDGE_NVRTC: not set; "
+                               "CUDA_HOME: not set; CUDA_PATH: not set; /usr/local/cuda"), r.stdout
+    assert "loader path libnvrtc.so.13: could not be loaded: " in r.stdout
+    status, report = _doctor(tmp_path, cache_dir, wrap=wrap)
+    assert status == 1
+    assert report["usable"] is False
+    assert [report["cuda"][k]["found"] for k in ("nvrtc", "nvjitlink", "cuda_headers", "cccl_headers")] == [False] * 4
+    assert report["problems"] == ["NVRTC was not found", "the CUDA headers (cuda_fp16.h) were not found",
+                                  "the CCCL headers (cuda/std, cub) were not found"]
+
+
+def test_headers_missing_adds_a_hint_to_the_compile_error(tmp_path, cache_dir):
+    real = _real_nvrtc()
+    include = Path("/usr/local/cuda").resolve() / "include"
+    if not include.is_dir():
+        pytest.skip("no toolkit include directory to hide")
+    wrap = _hide(str(include))
+    mine = _link_nvrtc(tmp_path / "copy" / "lib", real)
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                f"try:\n    jitbridge.compile({FP16_KERNEL!r}, arch='sm_90')\n"
+                "except jitbridge.CompileError as e:\n    print(e.log)\n", wrap=wrap, JITBRIDGE_NVRTC=mine)
+    assert r.returncode == 0, r.stderr
+    assert 'open source file "cuda_fp16.h"' in r.stdout, r.stdout
+    assert ("jitbridge: note: the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...) and the CCCL headers (cuda/std, cub) "
+            "were not found: pip install nvidia-cuda-runtime nvidia-cuda-cccl") in r.stdout, r.stdout
+    text = subprocess.run([*wrap, sys.executable, "-m", "jitbridge", "doctor"], cwd=tmp_path,
+                          env=_env(cache_dir, JITBRIDGE_NVRTC=mine), capture_output=True, text=True)
+    assert text.returncode == 1
+    assert "CUDA headers:  not found" in text.stdout, text.stdout
+    assert "status:        cannot compile: the CUDA headers (cuda_fp16.h) were not found" in text.stdout, text.stdout
+
+
+# ---- a real wheel ------------------------------------------------------------------------------
+
+def _unpack_wheels(site):
+    house = os.environ.get("JITBRIDGE_TEST_WHEELHOUSE")
+    if not house:
+        pytest.skip("JITBRIDGE_TEST_WHEELHOUSE (a directory with nvidia_cuda_nvrtc-13*.whl) is not set")
+    wheels = sorted(Path(house).glob("nvidia_*.whl"))
+    if not any(w.name.startswith("nvidia_cuda_nvrtc-13") for w in wheels):
+        pytest.skip(f"no nvidia_cuda_nvrtc-13*.whl in {house}")
+    names = []
+    for w in wheels:
+        with zipfile.ZipFile(w) as z:
+            z.extractall(site)
+        names.append(w.name.split("-")[0])
+    return names
+
+
+def test_nvrtc_from_a_real_wheel(tmp_path, cache_dir):
+    site = tmp_path / "site"
+    names = _unpack_wheels(site)
+    lib = site / "nvidia" / "cu13" / "lib"
+    for so in lib.glob("*.so*"):  # zipfile drops the permission bits
+        so.chmod(0o755)
+    _, report = _doctor(tmp_path, cache_dir, sites=[site])
+    nvrtc = report["cuda"]["nvrtc"]
+    assert nvrtc["rule"] == f"wheel nvidia-cuda-nvrtc in {site}"
+    assert nvrtc["path"] == str(lib / "libnvrtc.so.13")
+    assert nvrtc["note"] is None  # its builtins were loaded from beside it
+    kernel = FP16_KERNEL if "nvidia_cuda_runtime" in names else 'extern "C" __global__ void k(int* x) {}'
+    code = ("import jitbridge\n"
+            f"p = jitbridge.compile({kernel!r}, arch='sm_90')\n"
+            "print(p.kernels[0].signature)\n"
+            "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libnvrtc' in l}))\n")
+    r = _python(tmp_path, cache_dir, code, sites=[site])
+    assert r.returncode == 0, r.stderr
+    signature, maps = r.stdout.splitlines()
+    assert signature in ("(__half*)", "(int*)")
+    loaded = eval(maps)  # noqa: S307 - our own child's print of a list of str
+    assert str(lib / "libnvrtc.so.13") in loaded
+    assert all(p.startswith(str(lib)) for p in loaded), loaded  # builtins too: none from a toolkit
+    if "nvidia_cuda_runtime" in names:
+        assert report["cuda"]["cuda_headers"]["rule"] == f"wheel nvidia-cuda-runtime in {site}"
+    if "nvidia_nvjitlink" in names:
+        assert report["cuda"]["nvjitlink"]["rule"] == f"wheel nvidia-nvjitlink in {site}"
+        assert report["cuda"]["nvjitlink"]["version"].startswith("13.")
