@@ -1,0 +1,316 @@
+"""_opphase.py — one phase (forward or backward) of a jitbridge.torch op, checked against its kernels' signatures:
+names resolved, pointer parameters matched to tensors (const-ness, pointee dtypes), and bound into launch plans."""
+
+import numbers
+import operator
+
+from ._opdecl import Launch, OpDeclarationError, Output, _callable_names, _kernel_name, _kernels_label
+
+FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
+# Pointee types as jitbridge's signatures spell them (after typedefs) -> the dtype they hold. 'void' and anything
+# not listed take any dtype as far as these checks go (the launch itself still checks).
+C_TYPE_DTYPES = {
+    "float": "float32", "double": "float64", "__half": "float16", "__nv_bfloat16": "bfloat16",
+    "signed char": "int8", "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
+    "int": "int32", "unsigned int": "uint32", "long": "int64", "long long": "int64",
+    "unsigned long": "uint64", "unsigned long long": "uint64", "bool": "bool",
+}
+_TENSOR_PARAM_PREFIX = "jitbridge::Tensor<"
+
+
+def _tensor_param(p):
+    """(takes a tensor, the pointee's dtype or None, pointee is const) for one signature Param."""
+    if p.kind == "pointer":
+        return True, C_TYPE_DTYPES.get(p.type), bool(p.is_const)
+    if p.type.startswith(_TENSOR_PARAM_PREFIX):  # jitbridge::Tensor<float const, 2>
+        elem = p.type[len(_TENSOR_PARAM_PREFIX):].rsplit(",", 1)[0].split()
+        const = "const" in elem
+        return True, C_TYPE_DTYPES.get(" ".join(w for w in elem if w != "const")), const
+    return False, None, False
+
+
+class _Rule:
+    """One Output rule of a phase, resolved: the tensor it copies the shape of (``like``) or else a shape getter over
+    the phase's names (``shape``), where its dtype comes from (``('arg', name)``: the dtype of that tensor argument;
+    ``('fixed', dtype name)``), and the tensor argument whose device it goes on (``device_of``)."""
+
+    __slots__ = ("name", "like", "shape", "dtype", "device_of")
+
+    def __init__(self, name, like, shape, dtype, device_of):
+        self.name, self.like, self.shape, self.dtype, self.device_of = name, like, shape, dtype, device_of
+
+
+class _LaunchPlan:
+    """A Launch bound to a phase's names: kernel per dtype key, getters for each argument and the configuration."""
+
+    __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem")
+
+    def __init__(self, launch, getters, grid, block, shared_mem):
+        self.kernels = launch.kernels
+        self.single = launch.kernels.get(None)
+        self.getters, self.grid, self.block, self.shared_mem = getters, grid, block, shared_mem
+
+    def run(self, env, key):
+        """Launches with the tensors and scalars in ``env`` (on the arrays' framework's current stream), choosing
+        the kernel for dtype ``key``. A grid with a zero dimension launches nothing."""
+        grid = self.grid(env) if callable(self.grid) else self.grid
+        if grid == 0 or (isinstance(grid, (tuple, list)) and 0 in grid):
+            return
+        block = self.block(env) if callable(self.block) else self.block
+        kernel = self.single if self.single is not None else self.kernels[key]
+        args = tuple([g(env) for g in self.getters])
+        shared = self.shared_mem(env) if callable(self.shared_mem) else self.shared_mem
+        if shared:
+            kernel(grid, block, args, shared_mem=shared)
+        else:
+            kernel(grid, block, args)
+
+
+class Phase:
+    """The forward or the backward of an op, checked: its arguments (name, kind) in call order, the tensor whose
+    dtype picks kernels (``dispatch``), output and scratch rules, launch plans, the dtypes it accepts
+    (``allowed``: a tuple, or None for any) and per dtype the dtype each tensor argument must have
+    (``required[key]``)."""
+
+    def __init__(self, op, title, args, arg_sources, outputs, scratch, launches, unavailable, check=None):
+        self.op, self.title = op, title
+        self.args = list(args)
+        self.arg_names = tuple(n for n, _ in self.args)
+        self.tensor_args = tuple(n for n, kind in self.args if kind == "Tensor")
+        if not self.tensor_args:
+            raise self._error("needs at least one tensor argument")
+        self.dispatch = next((n for n in self.tensor_args if arg_sources[n] == "dispatch"), self.tensor_args[0])
+        self._arg_sources = arg_sources
+        self._unavailable = unavailable
+        self._known = set(self.arg_names) | {n for n, _ in outputs} | set(scratch)
+        self._tensors = set(self.tensor_args) | {n for n, _ in outputs} | set(scratch)
+        self.outputs = [self._rule(name, rule, f"{self._out_what} {name!r}") for name, rule in outputs]
+        self.launches, used = [], set()
+        for i, launch in enumerate(launches, 1):
+            self.launches.append(self._plan(i, launch, used))
+        self.scratch = [self._rule(n, r, f"scratch {n!r}") for n, r in scratch.items() if n in used]
+        # env -> check(...) with the names it asks for; None without a check.
+        self.check_getter = self._getter(check, "check", set(self.arg_names)) if check is not None else None
+        key_sets = {tuple(sorted(l.kernels)) for l in launches if l.keyed}
+        if len(key_sets) > 1:
+            raise self._error("the kernel dicts of its launches cover different dtypes: "
+                              + "; ".join(f"launch {i}: {', '.join(l.kernels)}" for i, l in enumerate(launches, 1)
+                                          if l.keyed))
+        self.keyed = bool(key_sets)
+        keys = list(next(iter(key_sets))) if key_sets else [None]
+        for key in keys:
+            self._check_writes(launches, key)
+        self.required = {key: self._dtypes_for(key, launches) for key in keys}
+        if self.keyed:
+            self.allowed = tuple(keys)
+        else:
+            only = self.required[None].get(self.dispatch)
+            self.allowed = (only,) if only else None
+
+    @property
+    def _out_what(self):
+        return "output" if self.title == "forward" else "gradient"
+
+    def _error(self, message):
+        return OpDeclarationError(f"{self.op}: {self.title}: {message}")
+
+    def _resolve(self, name, where, allowed):
+        if name in allowed:
+            return
+        reason = self._unavailable.get(name)
+        if reason is None and name in self._known:
+            reason = f"{name!r} cannot be used here; this sees only {', '.join(sorted(allowed))}"
+        elif reason is None:
+            reason = f"unknown name {name!r}; the {self.title} knows {', '.join(sorted(allowed))}"
+        raise self._error(f"{where}: {reason}")
+
+    def _getter(self, fn, where, allowed):
+        """An env -> value function calling fn with the names it asks for (checked against ``allowed``), by
+        position where the signature allows it (a keyword call costs a dict per call)."""
+        named, takes_all = _callable_names(fn)
+        names, positional = [], True
+        for name, required, by_position in named:
+            if name in allowed:
+                names.append(name)
+                positional = positional and by_position
+            else:
+                if required:
+                    self._resolve(name, f"{where} ({fn!r}) asks for {name!r}", allowed)
+                positional = False  # a skipped parameter: later ones must go by keyword
+        if hasattr(fn, "_env_getter"):
+            return fn._env_getter()
+        if takes_all:
+            return lambda env: fn(**env)
+        if positional and len(names) == 1:
+            only = names[0]
+            return lambda env: fn(env[only])
+        if positional and len(names) == 2:
+            first, second = names
+            return lambda env: fn(env[first], env[second])
+        if positional:
+            return lambda env: fn(*[env[n] for n in names])
+        return lambda env: fn(**{n: env[n] for n in names})
+
+    def _rule(self, name, rule, where):
+        if not isinstance(rule, Output):
+            raise self._error(f"{where}: expected an Output rule, got {rule!r}")
+        args = set(self.arg_names)
+        shape = None        # like= rules copy the shape of their tensor
+        if rule.like is not None:
+            self._resolve(rule.like, f"{where}: like={rule.like!r}", set(self.tensor_args))
+        elif callable(rule.shape):
+            shape = self._getter(rule.shape, f"{where}: shape=", args)
+        else:
+            fixed = rule.shape
+            shape = lambda env: fixed  # noqa: E731
+        if rule.dtype is None:
+            dtype = ("arg", rule.like or self.dispatch)
+        elif rule.dtype[0] == "tensor":
+            self._resolve(rule.dtype[1], f"{where}: dtype={rule.dtype[1]!r}", set(self.tensor_args))
+            dtype = ("arg", rule.dtype[1])
+        else:
+            dtype = rule.dtype
+        return _Rule(name, rule.like, shape, dtype, self.dispatch)
+
+    def _plan(self, index, launch, used):
+        if not isinstance(launch, Launch):
+            raise self._error(f"launch {index}: expected a Launch, got {launch!r}")
+        label = f"{self.title} launch {index} ({_kernels_label(launch)})"
+        getters = []
+        for j, arg in enumerate(launch.args):
+            where = f"{label}: args[{j}]"
+            if isinstance(arg, str):
+                self._resolve(arg, where, self._known)
+                used.add(arg)
+                getters.append(operator.itemgetter(arg))
+            elif isinstance(arg, numbers.Number):
+                getters.append(lambda env, value=arg: value)
+            elif callable(arg):
+                getters.append(self._getter(arg, where, self._known))
+                self._note_used(arg, used)
+            else:
+                raise self._error(f"{where} is {arg!r}: use a tensor or scalar name, a number, or a callable")
+        configs = []
+        for what in ("grid", "block", "shared_mem"):
+            value = getattr(launch, what)
+            if callable(value):
+                configs.append(self._getter(value, f"{label}: {what}=", self._known))
+                self._note_used(value, used)
+            else:
+                configs.append(value)
+        for key, kernel in launch.kernels.items():
+            self._check_signature(launch, key, kernel, label)
+        return _LaunchPlan(launch, tuple(getters), *configs)
+
+    def _note_used(self, fn, used):
+        """Adds to ``used`` the phase's names that callable ``fn`` asks for (its signature read once)."""
+        asked = _names_asked(fn)
+        used.update(n for n in self._known if n in asked)
+
+    def _arg_description(self, arg):
+        if isinstance(arg, str):
+            return f"the {'tensor' if arg in self._tensors else 'scalar input'} {arg!r}"
+        return f"the constant {arg!r}" if not callable(arg) else f"the callable {arg!r} (it gives a scalar)"
+
+    def _check_signature(self, launch, key, kernel, label):
+        sig = getattr(kernel, "signature", None)
+        if sig is None:  # loaded from a binary: no types to check against
+            return
+        where = label if key is None else f"{label}, the {key} kernel {_kernel_name(kernel)}"
+        params = list(sig.params)
+        if len(params) != len(launch.args):
+            raise self._error(f"{where}: the kernel takes {len(params)} parameters {sig}, but args= has "
+                              f"{len(launch.args)} entries {launch.args!r}")
+        for j, (arg, p) in enumerate(zip(launch.args, params)):
+            takes_tensor = _tensor_param(p)[0]
+            is_tensor = isinstance(arg, str) and arg in self._tensors
+            if is_tensor and not takes_tensor:
+                raise self._error(f"{where}: args[{j}] is {self._arg_description(arg)}, but parameter {j} "
+                                  f"({p.spelling}) is a value, not a pointer")
+            if not is_tensor and takes_tensor:
+                raise self._error(f"{where}: args[{j}] is {self._arg_description(arg)}, but parameter {j} "
+                                  f"({p.spelling}) takes a tensor: pass a tensor name")
+
+    def _tensor_uses(self, launch, key):
+        """(name, parameter index, Param) for each tensor argument of the kernel used for ``key``."""
+        kernel = launch.kernels[key] if launch.keyed else launch.kernels[None]
+        sig = getattr(kernel, "signature", None)
+        if sig is None:
+            return kernel, None
+        return kernel, [(arg, j, p) for j, (arg, p) in enumerate(zip(launch.args, sig.params))
+                        if isinstance(arg, str) and arg in self._tensors]
+
+    def _check_writes(self, launches, key):
+        """Inputs only through const pointers; each output written (non-const) before it is read (const)."""
+        outputs = [r.name for r in self.outputs]
+        written = set()
+        for i, launch in enumerate(launches, 1):
+            kernel, uses = self._tensor_uses(launch, key)
+            if uses is None:  # no signature: any pointer may be written
+                written.update(a for a in launch.args if isinstance(a, str))
+                continue
+            for name, j, p in uses:
+                const = _tensor_param(p)[2]
+                where = f"{self.title} launch {i} ({_kernel_name(kernel)}): args[{j}] {name!r}"
+                if name in self.arg_names and not const:
+                    raise self._error(f"{where} goes into parameter {j} ({p.spelling}), which is not const; an op "
+                                      f"must not write its inputs: declare the parameter const")
+                if name in outputs and const and name not in written:
+                    raise self._error(f"{where} goes into const parameter {j} ({p.spelling}) before any launch "
+                                      f"writes it; a {self._out_what} must be written through a non-const pointer")
+                if not const:
+                    written.add(name)
+        for name in outputs:
+            if name not in written:
+                what = "declared gradient" if self.title == "backward" else "output"
+                raise self._error(f"{what} {name} is written by no {self.title} launch (it must go into a "
+                                  f"non-const pointer parameter)")
+
+    def _dtypes_for(self, key, launches):
+        """Checks every tensor's dtype against its pointee types for dtype ``key``; returns the dtype each tensor
+        argument must have (None: any)."""
+        uses = []
+        for i, launch in enumerate(launches, 1):
+            kernel, found = self._tensor_uses(launch, key)
+            uses += [(i, kernel, name, j, p, _tensor_param(p)[1]) for name, j, p in found or ()]
+        required = {n: key if self._arg_sources[n] == "dispatch" else self._arg_sources[n] for n in self.tensor_args}
+        # Arguments whose dtype the kernel fixes, at their first typed use: with plain kernels (no dtype key) every
+        # argument that follows the dispatch dtype; with a key, those besides the dispatch tensor that go into a
+        # non-floating pointee (an int64 index tensor, say).
+        fixed = {}
+        for i, kernel, name, j, p, pointee in uses:
+            if (name in required and name not in fixed and pointee is not None
+                    and self._arg_sources[name] == "dispatch"
+                    and (key is None or (name != self.dispatch and pointee not in FLOATING))):
+                fixed[name] = pointee
+        required.update(fixed)
+        expected = dict(required)
+        for rule in self.outputs + self.scratch:
+            expected[rule.name] = rule.dtype[1] if rule.dtype[0] == "fixed" else required.get(rule.dtype[1])
+        for i, kernel, name, j, p, pointee in uses:
+            want = expected.get(name)
+            if pointee is not None and want is not None and pointee != want:
+                for_key = f" (the kernel for {key})" if key else ""
+                raise self._error(f"launch {i} ({_kernel_name(kernel)}){for_key}: args[{j}] is {name!r}, a {want} "
+                                  f"tensor, but parameter {j} is {p.spelling} (pointee {p.type} holds {pointee})")
+        return required
+
+    def schema(self, returns):
+        """The torch schema string: ``(Tensor x, float alpha) -> Tensor`` (``returns`` tensors returned)."""
+        out = "Tensor" if returns == 1 else "(" + ", ".join(["Tensor"] * returns) + ")"
+        return "(" + ", ".join(f"{kind} {name}" for name, kind in self.args) + ") -> " + out
+
+
+def _names_asked(fn):
+    named, takes_all = _callable_names(fn)
+    if takes_all:
+        return _ALL
+    return {name for name, _, _ in named}
+
+
+class _AllNames:
+    def __contains__(self, name):
+        return True
+
+
+_ALL = _AllNames()
