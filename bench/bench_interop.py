@@ -22,10 +22,23 @@ def skip(why):
     sys.exit(0)
 
 
+def testing_module():
+    """The test-only jitbridge_testing of the build tree (its C++ loops over _core's view_array), or None where it is
+    not built (an installed package alone): the C++-loop rows then read n/a."""
+    from _table import build_dir
+    d = os.path.join(build_dir(), "python_testing")
+    if os.path.isdir(d) and d not in sys.path:
+        sys.path.append(d)
+    try:
+        import jitbridge_testing
+    except ModuleNotFoundError:
+        return None
+    return jitbridge_testing
+
+
 def main():
     try:
         import jitbridge
-        from jitbridge import _core
     except ImportError as e:
         skip(f"jitbridge is not built: {e}")
     info = jitbridge.driver_info()
@@ -54,20 +67,24 @@ def main():
     torch.cuda.synchronize()
     exchange = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
     rows = []
+    testing = testing_module()
 
     def add(what, us, goal=None, note=""):
         rows.append([what, fmt_us(us), fmt_us(goal) if goal else "", note])
 
+    def cpp_loop_us(obj, n, repeat):
+        """Microseconds per view in jitbridge_testing's C++ loop (best of `repeat`), None without the module."""
+        return None if testing is None else min(testing.bench_view(obj, n) for _ in range(repeat)) / 1000
+
     # Views of a torch tensor.
-    cpp_ns = min(_core._bench_view(x, 200_000) for _ in range(7))
-    add("view torch tensor, C++ loop (launcher path)", cpp_ns / 1000, 0.1,
+    add("view torch tensor, C++ loop (launcher path)", cpp_loop_us(x, 200_000, 7), 0.1,
         "exchange API" if exchange else "no exchange API in this torch: __dlpack__")
     class Fixed:  # a synthetic exchange-API producer that costs nothing: jitbridge's own share
         pass
 
-    Fixed.__dlpack_c_exchange_api__ = _core._testing_exchange_api(fixed=True, stream=0)
-    add("  of which jitbridge (synthetic producer), C++ loop",
-        min(_core._bench_view(Fixed(), 200_000) for _ in range(7)) / 1000, 0.1)
+    if testing is not None:
+        Fixed.__dlpack_c_exchange_api__ = testing.exchange_api(fixed=True, stream=0)
+    add("  of which jitbridge (synthetic producer), C++ loop", cpp_loop_us(Fixed(), 200_000, 7), 0.1)
     add("jitbridge.as_array(torch tensor)", median_us(lambda: jitbridge.as_array(x), number=20_000),
         None, "Python call + ArrayView object")
 
@@ -77,16 +94,15 @@ def main():
 
     iface = Iface()
     jitbridge.as_array(iface)  # the first of its type picks the adapter
-    add("view CAI object (precomputed dict), C++ loop", min(_core._bench_view(iface, 200_000) for _ in range(5)) / 1000,
-        1.0, "jitbridge's CAI parsing")
+    add("view CAI object (precomputed dict), C++ loop", cpp_loop_us(iface, 200_000, 5), 1.0,
+        "jitbridge's CAI parsing")
     add("jitbridge.as_array(CAI object)", median_us(lambda: jitbridge.as_array(iface), number=20_000), 1.0)
     def framework_rows(name, arr, producer):
         # as_array from Python, the launcher's C++ view, and the framework's own CAI dict for scale.
         jitbridge.as_array(arr)
         add(f"jitbridge.as_array({name} array)", median_us(lambda: jitbridge.as_array(arr), number=5_000), 1.0,
-            f"protocol: {_core._adapter_protocol(type(arr))}")
-        add(f"  view {name} array, C++ loop", min(_core._bench_view(arr, 100_000) for _ in range(5)) / 1000, None,
-            "the launcher's path")
+            f"protocol: {testing.adapter_protocol(type(arr))}" if testing is not None else "")
+        add(f"  view {name} array, C++ loop", cpp_loop_us(arr, 100_000, 5), None, "the launcher's path")
         add(f"  for comparison: {name}'s __cuda_array_interface__ alone",
             median_us(lambda: arr.__cuda_array_interface__, number=5_000), None, f"{producer} building its dict")
 
