@@ -1,4 +1,5 @@
-"""_table.py — shared helpers for the bench scripts: locating the build, timing, printing tables."""
+"""_table.py — shared helpers for the bench scripts: which jitbridge to measure (build tree or installed), timing,
+printing tables."""
 import os
 import statistics
 import subprocess
@@ -13,10 +14,43 @@ def build_dir():
     return d if os.path.isabs(d) else os.path.join(ROOT, d)
 
 
+def build_python_dir():
+    """The build tree's python/ folder when the benches should use it, else None (the installed package).
+
+    The build tree is used when it holds a built package and JITBRIDGE_BENCH_INSTALLED is not 1; otherwise
+    ``import jitbridge`` finds whatever is installed in the running interpreter (pip install . / a wheel)."""
+    if os.environ.get("JITBRIDGE_BENCH_INSTALLED") == "1":
+        return None
+    d = os.path.join(build_dir(), "python")
+    return d if os.path.isdir(os.path.join(d, "jitbridge")) else None
+
+
+def use_jitbridge():
+    """Puts the chosen jitbridge first on sys.path (see build_python_dir) and returns a line saying which one
+    the bench measures; raises ImportError naming both places when neither has it."""
+    d = build_python_dir()
+    if d and d not in sys.path:
+        sys.path.insert(0, d)
+    try:
+        import jitbridge
+    except ImportError as e:
+        raise ImportError(f"jitbridge is neither built in {build_dir()} nor installed for {sys.executable}: {e}")
+    where = "build tree" if d else "installed package"
+    return f"jitbridge {jitbridge.__version__} ({where}: {os.path.dirname(jitbridge.__file__)})"
+
+
+def cpp_bench(name):
+    """Path of the C++ benchmark executable `name` in the build tree, or None when it is not built (an installed
+    package has no C++ benches; the tables then mark those rows n/a)."""
+    exe = os.path.join(build_dir(), "bench", name)
+    return exe if os.access(exe, os.X_OK) else None
+
+
 def child_env(**extra):
+    """The environment for a child interpreter that imports the same jitbridge as this process."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.path.join(build_dir(), "python"), env.get("PYTHONPATH")) if p)
+    d = build_python_dir()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (d, env.get("PYTHONPATH")) if p)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

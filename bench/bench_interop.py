@@ -7,12 +7,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _table import build_dir, fmt_us, median_us, print_table  # noqa: E402
-
-try:
-    import jitbridge  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(build_dir(), "python"))
+from _table import fmt_us, median_us, print_table, use_jitbridge  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -38,9 +33,10 @@ def testing_module():
 
 def main():
     try:
+        print(f"bench_interop: measuring {use_jitbridge()}")
         import jitbridge
     except ImportError as e:
-        skip(f"jitbridge is not built: {e}")
+        skip(str(e))
     info = jitbridge.driver_info()
     if not info["found"] or not info["devices"]:
         skip(f"no GPU: {info['reason'] or 'the driver sees no device'}")

@@ -9,7 +9,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _table import ROOT, print_table  # noqa: E402
+from _table import ROOT, print_table, use_jitbridge  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void add(const float* a, const float* b, float* c, long long n) {
@@ -139,6 +139,7 @@ def speedup_table():
 
 
 def main():
+    print(f"bench_torch_op: measuring {use_jitbridge()}")
     import jitbridge
     if not jitbridge.driver_info()["devices"]:
         print("bench_torch_op: no GPU here; nothing to measure")
