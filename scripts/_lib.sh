@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/setup and scripts/fetch-deps (sourced, not run).
+# Helpers shared by scripts/setup, scripts/fuzz, scripts/demo and scripts/check-packaging (sourced, not run).
 
 log() { printf '[%s] %s\n' "${JB_SCRIPT:-jitbridge}" "$*"; }
 warn() { printf '[%s] warning: %s\n' "${JB_SCRIPT:-jitbridge}" "$*" >&2; }
