@@ -1,5 +1,6 @@
 """demo.py — compiles the example kernels through the Python API and prints their signatures and
 resources, shows what a compile error looks like, then runs the kernels when a GPU is present."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -42,11 +43,20 @@ def main():
     if not info["found"] or not info["devices"]:
         print(f"\nNot running the kernels: {info.get('reason') or 'the CUDA driver sees no GPU'}")
         return 0
-    # The Python launcher arrives with the launch layer; until then the C++ demo runs the kernels.
+    # On a GPU: the launch examples of the installed frameworks (each checks its results), and the C++ demo
+    # (typed launch) when a CMake build tree has it.
+    print(f"\nRunning kernels on {info['devices'][0]['name']}:")
+    runs = [[sys.executable, os.path.join(HERE, "launch", f"{m}_saxpy.py")]
+            for m in ("torch", "cupy", "numba") if importlib.util.find_spec(m) is not None]
     build = os.environ.get("JITBRIDGE_BUILD_DIR", os.path.join(os.path.dirname(HERE), "build"))
-    runner = os.path.join(build, "examples", "jitbridge_demo")
-    print(f"\nRunning the kernels on {info['devices'][0]['name']} ({runner}):")
-    return subprocess.call([runner, KERNELS])
+    if os.path.exists(os.path.join(build, "examples", "jitbridge_demo")):
+        runs.append([os.path.join(build, "examples", "jitbridge_demo")])
+    if not runs:
+        print("  nothing to run them with: pip install torch (or cupy, numba) into this environment")
+        return 0
+    failed = [r[-1] for r in runs if subprocess.call(r) != 0]
+    print(f"\n{len(runs) - len(failed)} of {len(runs)} runs passed" + (f"; failed: {failed}" if failed else ""))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
