@@ -9,6 +9,8 @@
 
 #include "cache_internal.hpp"
 #include "jit_internal.hpp"
+#include "jitbridge/cuda_search.hpp"
+#include "jitbridge/nvrtc_api.hpp"
 #include "nvrtc_program.hpp"
 
 namespace jitbridge {
@@ -18,14 +20,15 @@ using detail::KernelCandidate;
 using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
-constexpr const char* kKeyVersion = "jitbridge-cache-key-4";
+// 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
+constexpr const char* kKeyVersion = "jitbridge-cache-key-5";
 
+// `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
 std::string cache_key(std::string_view source, const CompileOptions& options,
-                      const std::vector<std::string>& nvrtc_options) {
+                      const std::vector<std::string>& nvrtc_options, const std::string& nvrtc) {
   detail::Hasher h;
   h.field(kKeyVersion).field(JITBRIDGE_VERSION);
-  h.field(static_cast<std::uint64_t>(nvrtc_version().first)).field(static_cast<std::uint64_t>(nvrtc_version().second));
-  h.field(nvrtc_library());
+  h.field(nvrtc);
   h.field(options.program_name).field(source).field(static_cast<std::uint64_t>(options.ptx));
   h.field(static_cast<std::uint64_t>(nvrtc_options.size()));
   for (const std::string& o : nvrtc_options) h.field(o);
@@ -288,11 +291,23 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
   CompileOptions storage;
   const CompileOptions& options = with_device_headers(source, given, storage);
   Cache& c = cache ? *cache : Cache::global();
+  // The key names the NVRTC file the search locates; a hit loads no NVRTC (docs/DESIGN.md).
   std::string arch = options.arch;
-  const std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);
-  const std::string key = cache_key(source, options, nvrtc_options);
+  std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);
+  const std::string* nvrtc = &nvrtc_identity();
+  std::string key = cache_key(source, options, nvrtc_options, *nvrtc);
   if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
 
+  nvrtc_api();  // loads NVRTC: throws CudaNotFoundError when none is usable
+  if (nvrtc_identity() != *nvrtc) {
+    // The located file proved unusable and the search went on: key and headers follow the loaded one.
+    arch = options.arch;
+    nvrtc_options = detail::effective_options(options, arch);
+    nvrtc = &nvrtc_identity();
+    key = cache_key(source, options, nvrtc_options, *nvrtc);
+    if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
+  }
+  detail::check_arch_supported(arch);
   std::optional<std::vector<std::string>> headers_read;
   std::shared_ptr<Program> program = build(source, options, nvrtc_options, arch, headers_read);
   // With a precompiled header in use NVRTC's trace no longer lists the headers, so the result

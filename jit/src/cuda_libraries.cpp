@@ -1,7 +1,8 @@
-// cuda_libraries.cpp — this process's CUDA search: wheel roots from Python, NVRTC and nvJitLink dlopen'ed on first use, the header picks.
+// cuda_libraries.cpp — this process's CUDA search: wheel roots from Python, NVRTC located by file (cache keys) and dlopen'ed on first compile, nvJitLink, the header picks.
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 #include <stdexcept>
 
@@ -84,6 +85,8 @@ struct NvrtcState {
   std::string error;  // "" when api is usable
 };
 
+std::atomic<bool> nvrtc_state_ready{false};  // nvrtc_state() ran to its end once
+
 const NvrtcState& nvrtc_state() {
   static const NvrtcState state = [] {
     NvrtcState s;
@@ -113,7 +116,21 @@ const NvrtcState& nvrtc_state() {
     preload_builtins(s.pick, s.api.major, s.api.minor);
     return s;
   }();
+  nvrtc_state_ready.store(true, std::memory_order_release);
   return state;
+}
+
+// The loaded NVRTC's identity, once it was searched for; throws CudaNotFoundError when none was usable.
+const std::string& loaded_identity() {
+  const NvrtcState& s = nvrtc_state();
+  if (!s.error.empty()) throw CudaNotFoundError(s.error);
+  static const std::string identity = library_identity(s.pick.path);
+  return identity;
+}
+
+// Whether two NVRTC picks send the header search to the same place.
+bool same_place(const ComponentPick& a, const ComponentPick& b) {
+  return a.found == b.found && a.root == b.root && a.rule == b.rule;
 }
 
 struct NvJitLinkState {
@@ -155,8 +172,29 @@ const ComponentPick& nvrtc_pick() { return nvrtc_state().pick; }
 
 const ComponentPick& nvjitlink_pick() { return nvjitlink_state().pick; }
 
+const ComponentPick& nvrtc_located() {
+  static const ComponentPick located = locate_library(
+      CudaLibrary::nvrtc, process_inputs(), [](const std::string& soname) { return probe(soname, "nvrtcVersion"); });
+  return located;
+}
+
+bool nvrtc_load_attempted() noexcept { return nvrtc_state_ready.load(std::memory_order_acquire); }
+
+const std::string& nvrtc_identity() {
+  if (nvrtc_load_attempted()) return loaded_identity();
+  const ComponentPick& located = nvrtc_located();
+  if (!located.found) return loaded_identity();  // the loading search says what is missing
+  static const std::string identity = library_identity(located.path);
+  return identity;
+}
+
 const HeaderPicks& cuda_header_picks() {
-  static const HeaderPicks picks = pick_headers(process_inputs(), nvrtc_pick());
+  if (nvrtc_load_attempted() && !same_place(nvrtc_pick(), nvrtc_located())) {
+    // The located file proved unusable and the search went on: headers from the loaded one's place.
+    static const HeaderPicks after_load = pick_headers(process_inputs(), nvrtc_pick());
+    return after_load;
+  }
+  static const HeaderPicks picks = pick_headers(process_inputs(), nvrtc_located());
   return picks;
 }
 

@@ -1,4 +1,4 @@
-// cuda_search.cpp — the one search order for NVRTC, nvJitLink and the CUDA headers (reads the file system; loads only through the loader it is given).
+// cuda_search.cpp — the one search order for NVRTC, nvJitLink and the CUDA headers, loading or locating by existence (reads the file system; loads only through the loader it is given).
 #include "jitbridge/cuda_search.hpp"
 
 #include <dirent.h>
@@ -254,6 +254,7 @@ ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const Libr
   // "" when the probe gave a usable library, else why not.
   auto judge = [&](const LibraryProbe& p) -> std::string {
     if (!p.loaded) return fmt::format("could not be loaded: {}", p.why);
+    if (p.located_only) return "";
     if (p.major != kMajor)
       return fmt::format("is {} {}.{}; jitbridge needs {}", s.display, p.major, p.minor, kMajor);
     return "";
@@ -263,7 +264,7 @@ ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const Libr
     out.path = p.path;
     out.rule = rule;
     out.root = root;
-    out.version = fmt::format("{}.{}", p.major, p.minor);
+    out.version = p.located_only ? "" : fmt::format("{}.{}", p.major, p.minor);
   };
 
   // 1. The explicit setting: used or an error, never skipped.
@@ -320,6 +321,25 @@ ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const Libr
   }
   out.tried.push_back({"loader path", file, why});
   return out;
+}
+
+ComponentPick locate_library(CudaLibrary which, const SearchInputs& in, const LibraryLoader& load_soname) {
+  return pick_library(which, in, [&](const std::string& path_or_soname) {
+    if (path_or_soname.find('/') == std::string::npos) return load_soname(path_or_soname);
+    LibraryProbe p;  // pick_library offers only files that exist
+    p.loaded = true;
+    p.located_only = true;
+    p.path = path_or_soname;
+    return p;
+  });
+}
+
+std::string library_identity(const std::string& path) {
+  std::string real = canonical(path);
+  struct stat st;
+  if (::stat(real.c_str(), &st) != 0) return real;
+  return fmt::format("{} ({} bytes, mtime {}.{:09})", real, static_cast<long long>(st.st_size),
+                     static_cast<long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
 }
 
 HeaderPicks pick_headers(const SearchInputs& in, const ComponentPick& nvrtc) {

@@ -1,6 +1,5 @@
 // environment.cpp — facts about this process's toolchain: NVRTC version and library, CUDA headers, default target.
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -19,18 +18,8 @@ std::pair<int, int> nvrtc_version() {
 }
 
 const std::string& nvrtc_library() {
-  nvrtc_api();  // throws CudaNotFoundError when there is none
-  static const std::string identity = [] {
-    const std::string& loaded = nvrtc_pick().path;
-    char* real = ::realpath(loaded.c_str(), nullptr);
-    std::string path = real ? std::string(real) : loaded;
-    std::free(real);
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return path;
-    return fmt::format("{} ({} bytes, mtime {})", path, static_cast<long long>(st.st_size),
-                       static_cast<long long>(st.st_mtim.tv_sec));
-  }();
-  return identity;
+  nvrtc_api();  // loads it; throws CudaNotFoundError when there is none
+  return nvrtc_identity();
 }
 
 const std::vector<std::string>& toolkit_include_dirs() { return cuda_header_picks().include_dirs; }

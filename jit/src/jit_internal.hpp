@@ -114,8 +114,13 @@ const std::vector<std::string>& compile_include_dirs();
 std::string missing_headers_hint();
 
 // ---- options.cpp ---------------------------------------------------------------------------
-// Validates "sm_90", "sm_90a", "compute_90", "sm_100f"; throws std::invalid_argument.
+// Validates the spelling of "sm_90", "sm_90a", "compute_90", "sm_100f" (needs no NVRTC: every
+// compile() checks it, cache hits too); throws std::invalid_argument.
 void validate_arch(const std::string& arch);
+// Throws std::invalid_argument when this process's NVRTC cannot build `arch` (asked of NVRTC once,
+// loading it: CudaNotFoundError without one). Checked before NVRTC compiles only: a cache hit was
+// built by the same NVRTC file, for the same arch.
+void check_arch_supported(const std::string& arch);
 // The options NVRTC gets: user options (relative include paths made absolute, -arch taken
 // out), toolkit include dirs, -arch, -Xptxas=-v where a cubin is built. `arch` is in/out:
 // an -arch in the user options fills it when empty and must agree when not.

@@ -22,9 +22,8 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-}  // namespace
-
-void validate_arch(const std::string& arch) {
+// The number of a target that validate_arch accepts ("sm_90a" -> 90).
+int arch_number(const std::string& arch) {
   std::string_view rest = arch;
   if (starts_with(rest, "sm_")) rest.remove_prefix(3);
   else if (starts_with(rest, "compute_")) rest.remove_prefix(8);
@@ -32,12 +31,20 @@ void validate_arch(const std::string& arch) {
   std::size_t digits = 0;
   while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
   std::string_view suffix = rest.substr(digits);
-  if (digits < 2 || !(suffix.empty() || suffix == "a" || suffix == "f"))
+  if (digits < 2 || digits > 6 || !(suffix.empty() || suffix == "a" || suffix == "f"))
     throw std::invalid_argument(fmt::format(
         "arch: '{}' is not a CUDA target; expected sm_XY, sm_XYa, sm_XYf or compute_XY (e.g. sm_90)",
         arch));
-  int number = std::stoi(std::string(rest.substr(0, digits)));
-  // Asked of NVRTC once per process: every compile() validates its target, cache hits too.
+  return std::stoi(std::string(rest.substr(0, digits)));
+}
+
+}  // namespace
+
+void validate_arch(const std::string& arch) { arch_number(arch); }
+
+void check_arch_supported(const std::string& arch) {
+  const int number = arch_number(arch);
+  // Asked of NVRTC once per process, before its first compile.
   static const std::vector<int> supported = [] {
     const NvrtcApi& api = nvrtc_api();  // throws CudaNotFoundError; then tried again next time
     int count = 0;

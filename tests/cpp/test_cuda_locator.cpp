@@ -1,5 +1,6 @@
-// test_cuda_locator.cpp — the CUDA search order on fake trees: each rule, their precedence, header fallbacks, explicit settings that point at nothing, other CUDA majors.
+// test_cuda_locator.cpp — the CUDA search order on fake trees: each rule, their precedence, header fallbacks, explicit settings that point at nothing, other CUDA majors, locating without loading.
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -350,6 +351,63 @@ TEST_CASE("cuda search: a place reached by two rules is looked into once") {
   CHECK(h.cuda.tried.size() == 3);
 }
 
+TEST_CASE("cuda search: locating takes the first file of the order without loading it") {
+  std::string base = temp_dir();
+  FakeLoader loader;
+  loader.loader_path["libnvrtc.so.13"] = base + "/ld/lib/libnvrtc.so.13";
+  put(base + "/ld/lib/libnvrtc.so.13", "13.1");
+  SearchInputs in = nothing(base);
+
+  // A broken wheel copy comes first: located (no loading), while the loading search skips it.
+  in.wheel_roots = {wheel(base + "/site")};
+  put(base + "/site/nvidia/cu13/lib/libnvrtc.so.13", "bad");
+  in.cuda_home = toolkit(base + "/cuda-home");
+  ComponentPick located = locate_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(loader.loaded.empty());
+  REQUIRE(located.found);
+  CHECK(located.rule == "wheel nvidia-cuda-nvrtc in " + base + "/site");
+  CHECK(located.path == base + "/site/nvidia/cu13/lib/libnvrtc.so.13");
+  CHECK(located.root == base + "/site/nvidia/cu13");
+  CHECK(located.version.empty());
+  ComponentPick loaded = pick_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(loaded.rule == "CUDA_HOME");
+  CHECK(loaded.version == "13.0");
+
+  // The explicit setting: located by existence; a missing file is the same error as when loading.
+  in.nvrtc_env = base + "/cuda-home/lib64/libnvrtc.so.13";
+  located = locate_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK((located.found && located.rule == "JITBRIDGE_NVRTC" && located.path == *in.nvrtc_env));
+  in.nvrtc_env = base + "/missing.so";
+  located = locate_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK_FALSE(located.found);
+  CHECK(located.error == pick_library(CudaLibrary::nvrtc, in, loader.fn()).error);
+  in.nvrtc_env.reset();
+
+  // Only the loader-path rule needs the loader (a soname is resolved by nothing else).
+  in.wheel_roots.clear();
+  in.cuda_home.reset();
+  loader.loaded.clear();
+  located = locate_library(CudaLibrary::nvrtc, in, loader.fn());
+  CHECK(loader.loaded == std::vector<std::string>{"libnvrtc.so.13"});
+  CHECK(located.rule == "loader path");
+  CHECK(located.path == base + "/ld/lib/libnvrtc.so.13");
+  CHECK(located.version == "13.1");
+}
+
+TEST_CASE("cuda search: a library's identity changes with its file") {
+  std::string base = temp_dir();
+  put(base + "/lib/libnvrtc.so.13", "13.0");
+  ::symlink((base + "/lib/libnvrtc.so.13").c_str(), (base + "/link.so").c_str());
+  const std::string id = library_identity(base + "/lib/libnvrtc.so.13");
+  CHECK(id.rfind(real(base + "/lib/libnvrtc.so.13") + " (4 bytes, mtime ", 0) == 0);
+  CHECK(library_identity(base + "/link.so") == id);  // the file, not the name it was reached by
+  struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 678}};
+  REQUIRE(::utimensat(AT_FDCWD, (base + "/lib/libnvrtc.so.13").c_str(), times, 0) == 0);
+  CHECK(library_identity(base + "/lib/libnvrtc.so.13") == real(base + "/lib/libnvrtc.so.13") +
+                                                          " (4 bytes, mtime 12345.000000678)");
+  CHECK(library_identity(base + "/gone.so") == base + "/gone.so");
+}
+
 TEST_CASE("cuda search: this process finds NVRTC and its headers") {
   // The test binary links no libnvrtc: NVRTC must have come from the search.
   const ComponentPick& p = nvrtc_pick();
@@ -358,6 +416,10 @@ TEST_CASE("cuda search: this process finds NVRTC and its headers") {
     return;
   }
   CHECK(nvrtc_api().major == 13);
+  CHECK(nvrtc_load_attempted());
+  CHECK(nvrtc_located().path == p.path);  // this machine's NVRTC is no broken copy
+  CHECK(nvrtc_identity() == library_identity(p.path));
+  CHECK(nvrtc_library() == nvrtc_identity());
   CHECK_FALSE(p.rule.empty());
   CHECK_FALSE(cuda_header_picks().include_dirs.empty());
   CHECK_THROWS_AS(set_cuda_wheel_roots({"/elsewhere/nvidia/cu13"}), std::logic_error);

@@ -1,6 +1,6 @@
 """Where NVRTC, nvJitLink and the CUDA headers come from at run time: the wheel roots, each rule of the search order
-and its precedence, header fallbacks, the not-found errors, doctor (text and --json). Each case runs a fresh process:
-the search is process-global and runs once."""
+and its precedence, header fallbacks, the not-found errors, doctor (text and --json), cache hits that load no NVRTC.
+Each case runs a fresh process: the search is process-global and runs once."""
 
 import json
 import os
@@ -42,7 +42,8 @@ def _env(cache_dir, sites=(), **extra):
     """A child environment: this jitbridge, `sites` on sys.path after it, the search variables unset."""
     env = package_env(cache_dir, **{**UNSET, **extra})
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, *map(str, sites)])
-    env["JITBRIDGE_CACHE"] = "0"
+    if "JITBRIDGE_CACHE" not in extra:
+        env["JITBRIDGE_CACHE"] = "0"
     return env
 
 
@@ -230,6 +231,87 @@ def test_mixed_setup_nvrtc_from_a_bare_copy_headers_from_the_wheel(tmp_path, cac
                           env=_env(cache_dir, [site], JITBRIDGE_NVRTC=mine), capture_output=True, text=True)
     assert f"NVRTC:         {mine} (" in text.stdout and "from JITBRIDGE_NVRTC)" in text.stdout, text.stdout
     assert f"  NVRTC's own place ({tmp_path / 'copy'}) has no cuda_fp16.h" in text.stdout, text.stdout
+
+
+# ---- a cache hit loads no NVRTC (the key names the located file) ---------------------------------
+
+# Compiles each source given on the command line; prints per compile its origin and whether libnvrtc and
+# libnvJitLink are mapped in this process afterwards.
+_COMPILE_AND_MAPS = """
+import sys, jitbridge
+for src in sys.argv[1:]:
+    try:
+        origin = jitbridge.compile(src, arch='sm_90').origin
+    except Exception as e:
+        origin = f'{type(e).__name__}: {e}'
+    maps = open('/proc/self/maps').read()
+    print(origin, 'libnvrtc' in maps, 'libnvJitLink' in maps)
+"""
+
+
+def _compile_in_child(tmp_path, cache_dir, *sources, sites=(), **extra):
+    r = subprocess.run([sys.executable, "-c", _COMPILE_AND_MAPS, *sources], cwd=tmp_path,
+                       env=_env(cache_dir, sites, JITBRIDGE_CACHE="1", **extra), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def _kernel(n):
+    return f'extern "C" __global__ void k{n}(float* x) {{ x[0] = {n}.0f; }}'
+
+
+def test_a_disk_hit_in_a_fresh_process_loads_no_nvrtc_and_a_miss_then_does(tmp_path, cache_dir):
+    _real_nvrtc()
+    assert _compile_in_child(tmp_path, cache_dir, _kernel(1)) == ["compiled True False"]
+    # A fresh process: the hit maps no NVRTC; the miss after it in the same process loads NVRTC and compiles.
+    assert _compile_in_child(tmp_path, cache_dir, _kernel(1), _kernel(2), _kernel(1)) == [
+        "disk False False", "compiled True False", "memory True False"]
+
+
+def test_the_key_names_the_located_nvrtc_file(tmp_path, cache_dir):
+    """JITBRIDGE_NVRTC at a copy of the library: its own entries; a new mtime on the copy is a miss."""
+    real = _real_nvrtc().resolve()
+    copy_dir = tmp_path / "copy" / "lib"
+    _link_nvrtc(copy_dir, real)
+    mine = copy_dir / "libnvrtc.so.13"
+    mine.unlink()
+    shutil.copy2(real, mine)
+    src = _kernel(3)
+    assert _compile_in_child(tmp_path, cache_dir, src, JITBRIDGE_NVRTC=mine) == ["compiled True False"]
+    assert _compile_in_child(tmp_path, cache_dir, src, JITBRIDGE_NVRTC=mine) == ["disk False False"]
+    # Another file (this machine's own NVRTC) has entries of its own.
+    assert _compile_in_child(tmp_path, cache_dir, src) == ["compiled True False"]
+    assert _compile_in_child(tmp_path, cache_dir, src) == ["disk False False"]
+    stat = mine.stat()
+    os.utime(mine, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert _compile_in_child(tmp_path, cache_dir, src, JITBRIDGE_NVRTC=mine) == ["compiled True False"]
+
+
+def test_an_unsupported_arch_is_refused_by_nvrtc_on_a_miss(tmp_path, cache_dir):
+    _real_nvrtc()
+    r = _python(tmp_path, cache_dir, "import jitbridge\n"
+                "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_12345')\n"
+                "except ValueError as e:\n    print(e)\n"
+                "try:\n    jitbridge.compile('', arch='sm_9x')\n"
+                "except ValueError as e:\n    print(e)\n", JITBRIDGE_CACHE="1")
+    assert r.returncode == 0, r.stderr
+    unsupported, malformed = r.stdout.splitlines()
+    major, minor = jitbridge.nvrtc_version()
+    assert unsupported.startswith(f"arch: NVRTC {major}.{minor} cannot build 'sm_12345'; it supports sm_"), unsupported
+    assert malformed == "arch: 'sm_9x' is not a CUDA target; expected sm_XY, sm_XYa, sm_XYf or compute_XY (e.g. sm_90)"
+
+
+def test_a_located_file_that_proves_unusable_hands_key_and_headers_to_the_loaded_one(tmp_path, cache_dir):
+    """The broken wheel copy is located first; the compile loads CUDA_HOME's NVRTC and takes its headers (not the
+    wheel's), and the entry it stores is found again in the next process (after that process's load)."""
+    real = _real_nvrtc()
+    site = tmp_path / "site"
+    _fake_wheel(site, nvrtc="broken", fp16="#error the broken wheel's header\n")
+    home = _fake_toolkit(tmp_path / "cuda-home", real)
+    src = "#include <cuda_fp16.h>\n#if !FAKE_TOOLKIT_FP16\n#error not CUDA_HOME's\n#endif\n" + _kernel(4)
+    assert _compile_in_child(tmp_path, cache_dir, src, sites=[site], CUDA_HOME=home) == ["compiled True False"]
+    assert _compile_in_child(tmp_path, cache_dir, src, sites=[site], CUDA_HOME=home) == ["disk True False"]
 
 
 # ---- nothing there (a private mount namespace hides the toolkit; root only) -----------------------

@@ -8,6 +8,8 @@
 //      the Python package through set_cuda_wheel_roots());
 //   3. CUDA_HOME, then CUDA_PATH;  4. /usr/local/cuda;  5. the loader path (dlopen by soname).
 // Headers come first from NVRTC's own place, then from the same order (without the loader path).
+// Cache keys name the NVRTC file the order locates by existence alone (nvrtc_located()), so a
+// cache hit loads nothing; a compile loads it (nvrtc_pick()).
 #pragma once
 
 #include <functional>
@@ -64,6 +66,7 @@ struct SearchInputs {
 // What loading one candidate library gave.
 struct LibraryProbe {
   bool loaded = false;
+  bool located_only = false;  // taken by the file's existence alone (locate_library): not loaded, version unknown
   int major = 0, minor = 0;  // the library's own version, when loaded
   std::string path;          // the file actually loaded (resolved; for a soname, where the loader found it)
   std::string why;           // why it could not be loaded
@@ -78,6 +81,17 @@ enum class CudaLibrary { nvrtc, nvjitlink };
 // and is major version 13. An explicit setting that is missing or unusable gives error != ""
 // (no fallback). Never throws (except std::bad_alloc).
 ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const LibraryLoader& load);
+
+// Which file pick_library would try first, without loading it: the same order, a candidate taken
+// by its existence alone (version "" in the result; whether it loads and is major 13 is left to
+// pick_library). Only the loader-path rule (a bare soname, which only the loader resolves) is
+// handed to `load_soname`. When pick_library later finds the located file unusable it goes on down
+// the order, so the two can differ. Never throws (except std::bad_alloc).
+ComponentPick locate_library(CudaLibrary which, const SearchInputs& in, const LibraryLoader& load_soname);
+
+// A library file's identity for cache keys: "<realpath> (<size> bytes, mtime <s>.<ns>)" (the
+// path as given when it cannot be stat'ed). Reads the file system only; never throws (except bad_alloc).
+std::string library_identity(const std::string& path);
 
 // The two header sets NVRTC needs, each searched on its own.
 struct HeaderPicks {
@@ -102,7 +116,21 @@ void set_cuda_wheel_roots(std::vector<std::string> roots);
 // Never throws (except bad_alloc): what is missing shows as found == false.
 const ComponentPick& nvrtc_pick();
 const ComponentPick& nvjitlink_pick();
+// The header sets, from NVRTC's place: the located one (nvrtc_located()) until NVRTC is loaded,
+// the loaded one after if that is elsewhere (the located file proved unusable).
 const HeaderPicks& cuda_header_picks();
+
+// Which NVRTC file this process would load, by file existence (locate_library; runs once,
+// thread-safe): what cache keys name, so that a cache hit never loads NVRTC. Only the loader-path
+// rule loads the library to find it. Never throws (except bad_alloc).
+const ComponentPick& nvrtc_located();
+// Whether nvrtc_pick() ran in this process (a compile that missed the cache, nvrtc_version(),
+// doctor): a cache hit leaves it false. Never throws.
+bool nvrtc_load_attempted() noexcept;
+// The identity (library_identity) of the NVRTC that compiles in this process: the loaded one once
+// nvrtc_pick() ran, else the located one. Loads nothing unless nothing was located (then it runs
+// the loading search, which throws CudaNotFoundError naming what to install).
+const std::string& nvrtc_identity();
 const std::vector<std::string>& cuda_wheel_roots();
 
 // nvJitLink's version as {major, minor}; throws CudaNotFoundError when it was not found.

@@ -142,8 +142,9 @@ inline constexpr const char* kDefaultArch = "sm_90";
 // from where); throws CudaNotFoundError (a NvrtcError) when no usable NVRTC 13 was found.
 std::pair<int, int> nvrtc_version();
 
-// The NVRTC library this process uses: its path, size and mtime. Two builds of one version
-// (the toolkit's and a framework's wheel) behave differently, so this enters the cache key.
+// The NVRTC library this process uses (loading it): its real path, size and mtime. Two builds of
+// one version (the toolkit's and a framework's wheel) behave differently, so this enters the cache
+// key; the key takes it from the file the search locates, without loading (a hit loads nothing).
 // Throws CudaNotFoundError when no usable NVRTC was found.
 const std::string& nvrtc_library();
 
