@@ -1,8 +1,9 @@
 """jitbridge_build_backend — pyproject.toml's PEP 517 backend: scikit-build-core, plus the CUDA header wheels.
 
-The build needs only CUDA *headers* (cuda.h, cudaTypedefs.h, cuda_fp16.h/cuda_bf16.h with their crt/ headers, nvrtc.h;
-nvJitLink.h when present): no CUDA library is linked. When no toolkit provides them, the wheels that do
-(nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-nvrtc, nvidia-nvjitlink) become build requirements, so `pip install .` works on a machine with PyPI and no toolkit; CMake then finds them in
+The build needs only CUDA *headers* (cuda.h, cudaTypedefs.h, cuda_fp16.h/cuda_bf16.h with the crt/ and nv/target
+headers they include, nvrtc.h; nvJitLink.h when present): no CUDA library is linked. When no toolkit provides them,
+the wheels that do (nvidia-cuda-runtime, nvidia-cuda-crt, nvidia-cuda-cccl, nvidia-cuda-nvrtc, nvidia-nvjitlink)
+become build requirements, so `pip install .` works on a machine with PyPI and no toolkit; CMake then finds them in
 the isolated build environment (cmake/JitbridgeCudaHeaders.cmake). With a toolkit nothing is added.
 
 The toolkit is looked for where CMake looks: $JITBRIDGE_CUDA_INCLUDE_DIR, $CUDA_HOME/include, $CUDA_PATH/include, the
@@ -22,9 +23,10 @@ from scikit_build_core.build import (  # noqa: F401  (re-exported hooks)
     prepare_metadata_for_build_wheel,
 )
 
-# nvidia-cuda-crt: crt/host_defines.h & co., which cuda_fp16.h/cuda_bf16.h include (CUDA 13 moved them out of the runtime wheel).
-CUDA_HEADER_WHEELS = ["nvidia-cuda-runtime==13.*", "nvidia-cuda-crt==13.*", "nvidia-cuda-nvrtc==13.*",
-                      "nvidia-nvjitlink==13.*"]
+# cuda_fp16.h/cuda_bf16.h include crt/host_defines.h (nvidia-cuda-crt: CUDA 13 moved it out of the runtime wheel) and
+# <nv/target> (nvidia-cuda-cccl).
+CUDA_HEADER_WHEELS = ["nvidia-cuda-runtime==13.*", "nvidia-cuda-crt==13.*", "nvidia-cuda-cccl==13.*",
+                      "nvidia-cuda-nvrtc==13.*", "nvidia-nvjitlink==13.*"]
 
 
 def toolkit_include_dir():
