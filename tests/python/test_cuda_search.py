@@ -1,12 +1,21 @@
 """Where NVRTC, nvJitLink and the CUDA headers come from at run time: the wheel roots, each rule of the search order
 and its precedence, header fallbacks, the not-found errors, doctor (text and --json), cache hits that load no NVRTC.
-Each case runs a fresh process: the search is process-global and runs once."""
+Each case runs a fresh process: the search is process-global and runs once.
 
+The children see only what a test gives them, whatever runs the tests (a build tree, an installed wheel in a venv
+whose site-packages or .pth lines hold real nvidia/cu13 wheels, JITBRIDGE_NVRTC or CUDA_HOME set): `python -S`
+(no site-packages, no .pth lines), a sys.path of a directory holding only a link to this jitbridge plus the test's
+sites, and none of the search's variables unless the test sets them. This machine's NVRTC reaches a child only as
+links in a test's fake tree."""
+
+import atexit
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -16,10 +25,11 @@ import jitbridge
 from jitbridge import _cuda_search
 from conftest import package_env
 
-PACKAGE_PARENT = str(Path(jitbridge.__file__).resolve().parent.parent)
-# Every variable the search reads, emptied (empty counts as unset) unless a test sets it.
-UNSET = {"JITBRIDGE_NVRTC": "", "JITBRIDGE_NVJITLINK": "", "JITBRIDGE_CUDA_INCLUDE": "", "CUDA_HOME": "",
-         "CUDA_PATH": ""}
+PACKAGE_DIR = Path(jitbridge.__file__).resolve().parent
+# Every variable the search reads: removed from a child's environment unless a test sets it.
+SEARCH_VARIABLES = ("JITBRIDGE_NVRTC", "JITBRIDGE_NVJITLINK", "JITBRIDGE_CUDA_INCLUDE", "CUDA_HOME", "CUDA_PATH")
+# A child's interpreter: no site module, so no site-packages and no .pth lines (PYTHONPATH still counts).
+PYTHON = [sys.executable, "-S"]
 FP16_KERNEL = r"""
 #include <cuda_fp16.h>
 extern "C" __global__ void k(__half* x) { x[0] = __float2half(1.0f); }
@@ -31,17 +41,32 @@ def _search():
 
 
 def _real_nvrtc():
-    """This machine's NVRTC (the one this test process loaded), or skip."""
+    """This machine's NVRTC (the one this test process loaded, wherever from), or skip. Children get it only as
+    links in a fake tree (_link_nvrtc, _fake_toolkit), never from where it lies: that may be a wheel root."""
     pick = _search()["nvrtc"]
     if not pick["found"]:
         pytest.skip("no NVRTC on this machine")
     return Path(pick["path"])
 
 
+@functools.lru_cache(maxsize=None)
+def _package_only():
+    """A directory holding only a link to this jitbridge: its parent (a build tree's python/ or a site-packages)
+    may hold other things, nvidia/cu13 among them, that must not reach a child's sys.path."""
+    path = Path(tempfile.mkdtemp(prefix="jitbridge-package-only-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    (path / "jitbridge").symlink_to(PACKAGE_DIR, target_is_directory=True)
+    return str(path)
+
+
 def _env(cache_dir, sites=(), **extra):
-    """A child environment: this jitbridge, `sites` on sys.path after it, the search variables unset."""
-    env = package_env(cache_dir, **{**UNSET, **extra})
-    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, *map(str, sites)])
+    """A child environment (for PYTHON): this jitbridge, then `sites`, on sys.path; the search variables only as
+    `extra` sets them."""
+    env = package_env(cache_dir, **extra)
+    for name in SEARCH_VARIABLES:
+        if name not in extra:
+            env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join([_package_only(), *map(str, sites)])
     if "JITBRIDGE_CACHE" not in extra:
         env["JITBRIDGE_CACHE"] = "0"
     return env
@@ -49,14 +74,14 @@ def _env(cache_dir, sites=(), **extra):
 
 def _doctor(tmp_path, cache_dir, sites=(), wrap=(), **extra):
     """(exit status, report) of `python -m jitbridge doctor --json` in a child."""
-    r = subprocess.run([*wrap, sys.executable, "-m", "jitbridge", "doctor", "--json"], cwd=tmp_path,
+    r = subprocess.run([*wrap, *PYTHON, "-m", "jitbridge", "doctor", "--json"], cwd=tmp_path,
                        env=_env(cache_dir, sites, **extra), capture_output=True, text=True, timeout=300)
     assert r.stdout.startswith("{"), r.stderr
     return r.returncode, json.loads(r.stdout)
 
 
 def _python(tmp_path, cache_dir, code, sites=(), wrap=(), **extra):
-    return subprocess.run([*wrap, sys.executable, "-c", code], cwd=tmp_path, env=_env(cache_dir, sites, **extra),
+    return subprocess.run([*wrap, *PYTHON, "-c", code], cwd=tmp_path, env=_env(cache_dir, sites, **extra),
                           capture_output=True, text=True, timeout=300)
 
 
@@ -123,13 +148,34 @@ def test_import_hands_the_wheel_roots_over_and_loads_nothing(tmp_path, cache_dir
     assert roots == repr([str(site / "nvidia" / "cu13")])
 
 
-def test_wheel_roots_cannot_change_after_the_search(tmp_path, cache_dir):
-    r = _python(tmp_path, cache_dir, "import jitbridge\njitbridge._core._cuda_search()\n"
-                "jitbridge._core._set_wheel_roots([])\n"
-                "try:\n    jitbridge._core._set_wheel_roots(['/x/nvidia/cu13'])\n"
-                "except RuntimeError as e:\n    print(e)\n")
+def test_children_see_only_what_the_test_gives_them(tmp_path, cache_dir, monkeypatch):
+    """The isolation every test here relies on: this process's search variables and site-packages (which may hold
+    real nvidia/cu13 wheels, also through .pth lines) do not reach a child."""
+    for name in SEARCH_VARIABLES:
+        monkeypatch.setenv(name, str(tmp_path / "ambient" / name))
+    site = tmp_path / "site"
+    _fake_wheel(site)
+    r = _python(tmp_path, cache_dir, "import os, sys, jitbridge\n"
+                "print(jitbridge._core._cuda_search()['wheel_roots'])\n"
+                f"print([n for n in {SEARCH_VARIABLES!r} if n in os.environ])\n"
+                "print([p for p in sys.path if 'site-packages' in p or os.path.isdir(os.path.join(p, 'nvidia'))])\n",
+                sites=[site], CUDA_HOME=tmp_path / "mine")
     assert r.returncode == 0, r.stderr
-    assert "the CUDA search already ran" in r.stdout
+    assert r.stdout.splitlines() == [repr([str(site / "nvidia" / "cu13")]), "['CUDA_HOME']", repr([str(site)])]
+
+
+def test_wheel_roots_cannot_change_after_the_search(tmp_path, cache_dir):
+    """The same roots again are fine; others are refused once the search ran."""
+    site = tmp_path / "site"
+    _fake_wheel(site, fp16="")
+    r = _python(tmp_path, cache_dir, "import jitbridge\nroots = jitbridge._core._cuda_search()['wheel_roots']\n"
+                "print(roots)\njitbridge._core._set_wheel_roots(roots)\n"
+                "try:\n    jitbridge._core._set_wheel_roots(['/x/nvidia/cu13'])\n"
+                "except RuntimeError as e:\n    print(e)\n", sites=[site])
+    assert r.returncode == 0, r.stderr
+    roots, error = r.stdout.splitlines()
+    assert roots == repr([str(site / "nvidia" / "cu13")])
+    assert "the CUDA search already ran" in error
 
 
 # ---- the rules and their precedence (fake trees around this machine's NVRTC) ---------------------
@@ -227,7 +273,7 @@ def test_mixed_setup_nvrtc_from_a_bare_copy_headers_from_the_wheel(tmp_path, cac
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "(__half*)"
 
-    text = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], cwd=tmp_path,
+    text = subprocess.run([*PYTHON, "-m", "jitbridge", "doctor"], cwd=tmp_path,
                           env=_env(cache_dir, [site], JITBRIDGE_NVRTC=mine), capture_output=True, text=True)
     assert f"NVRTC:         {mine} (" in text.stdout and "from JITBRIDGE_NVRTC)" in text.stdout, text.stdout
     assert f"  NVRTC's own place ({tmp_path / 'copy'}) has no cuda_fp16.h" in text.stdout, text.stdout
@@ -250,7 +296,7 @@ for src in sys.argv[1:]:
 
 
 def _compile_in_child(tmp_path, cache_dir, *sources, sites=(), **extra):
-    r = subprocess.run([sys.executable, "-c", _COMPILE_AND_MAPS, *sources], cwd=tmp_path,
+    r = subprocess.run([*PYTHON, "-c", _COMPILE_AND_MAPS, *sources], cwd=tmp_path,
                        env=_env(cache_dir, sites, JITBRIDGE_CACHE="1", **extra), capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
@@ -262,10 +308,10 @@ def _kernel(n):
 
 
 def test_a_disk_hit_in_a_fresh_process_loads_no_nvrtc_and_a_miss_then_does(tmp_path, cache_dir):
-    _real_nvrtc()
-    assert _compile_in_child(tmp_path, cache_dir, _kernel(1)) == ["compiled True False"]
+    home = _fake_toolkit(tmp_path / "cuda-home", _real_nvrtc())
+    assert _compile_in_child(tmp_path, cache_dir, _kernel(1), CUDA_HOME=home) == ["compiled True False"]
     # A fresh process: the hit maps no NVRTC; the miss after it in the same process loads NVRTC and compiles.
-    assert _compile_in_child(tmp_path, cache_dir, _kernel(1), _kernel(2), _kernel(1)) == [
+    assert _compile_in_child(tmp_path, cache_dir, _kernel(1), _kernel(2), _kernel(1), CUDA_HOME=home) == [
         "disk False False", "compiled True False", "memory True False"]
 
 
@@ -280,21 +326,22 @@ def test_the_key_names_the_located_nvrtc_file(tmp_path, cache_dir):
     src = _kernel(3)
     assert _compile_in_child(tmp_path, cache_dir, src, JITBRIDGE_NVRTC=mine) == ["compiled True False"]
     assert _compile_in_child(tmp_path, cache_dir, src, JITBRIDGE_NVRTC=mine) == ["disk False False"]
-    # Another file (this machine's own NVRTC) has entries of its own.
-    assert _compile_in_child(tmp_path, cache_dir, src) == ["compiled True False"]
-    assert _compile_in_child(tmp_path, cache_dir, src) == ["disk False False"]
+    # Another file (this machine's own NVRTC, through CUDA_HOME's links) has entries of its own.
+    home = _fake_toolkit(tmp_path / "cuda-home", real)
+    assert _compile_in_child(tmp_path, cache_dir, src, CUDA_HOME=home) == ["compiled True False"]
+    assert _compile_in_child(tmp_path, cache_dir, src, CUDA_HOME=home) == ["disk False False"]
     stat = mine.stat()
     os.utime(mine, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert _compile_in_child(tmp_path, cache_dir, src, JITBRIDGE_NVRTC=mine) == ["compiled True False"]
 
 
 def test_an_unsupported_arch_is_refused_by_nvrtc_on_a_miss(tmp_path, cache_dir):
-    _real_nvrtc()
+    home = _fake_toolkit(tmp_path / "cuda-home", _real_nvrtc())
     r = _python(tmp_path, cache_dir, "import jitbridge\n"
                 "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_12345')\n"
                 "except ValueError as e:\n    print(e)\n"
                 "try:\n    jitbridge.compile('', arch='sm_9x')\n"
-                "except ValueError as e:\n    print(e)\n", JITBRIDGE_CACHE="1")
+                "except ValueError as e:\n    print(e)\n", JITBRIDGE_CACHE="1", CUDA_HOME=home)
     assert r.returncode == 0, r.stderr
     unsupported, malformed = r.stdout.splitlines()
     major, minor = jitbridge.nvrtc_version()
@@ -316,11 +363,22 @@ def test_a_located_file_that_proves_unusable_hands_key_and_headers_to_the_loaded
 
 # ---- nothing there (a private mount namespace hides the toolkit; root only) -----------------------
 
-def _hide(*dirs):
-    """A command prefix that runs the rest with tmpfs mounted over `dirs`, or skip."""
+def _hide(*dirs, files=()):
+    """A command prefix that runs the rest with tmpfs mounted over `dirs` and an empty file bound over each of
+    `files`, or skip. The child's interpreter and this jitbridge must stay visible."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("hiding the toolkit needs root and unshare")
-    mounts = " && ".join(f"mount -t tmpfs none {d}" for d in dirs)
+    hidden = [*dirs, *files]
+    for needed in (sys.executable, os.__file__, PACKAGE_DIR):
+        real = os.path.realpath(needed)
+        if any(real == h or real.startswith(h.rstrip("/") + "/") for h in hidden):
+            pytest.skip(f"{real} (needed by the child) lies in {hidden}, which must be hidden")
+    mounts = [f"mount -t tmpfs none '{d}'" for d in dirs]
+    if files:
+        empty = tempfile.NamedTemporaryFile(prefix="jitbridge-hidden-")
+        atexit.register(empty.close)
+        mounts += [f"mount --bind '{empty.name}' '{f}'" for f in files]
+    mounts = " && ".join(mounts)
     probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts} && true"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
@@ -328,18 +386,37 @@ def _hide(*dirs):
     return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'{mounts} && exec "$@"', "sh"]
 
 
-def _toolkit_dirs():
-    dirs = {str(Path("/usr/local/cuda").resolve())}
-    pick = _search()["nvrtc"]
-    if pick["found"]:
-        dirs.add(str(Path(pick["path"]).resolve().parent.parent))
-    dirs = sorted(d for d in dirs if os.path.isdir(d))
-    # Hiding a directory hides what is under it (and a mount under a hidden one would fail).
-    return [d for d in dirs if not any(d.startswith(o + "/") for o in dirs)]
+# Prints the files the loader path resolves NVRTC's and nvJitLink's sonames to (ldconfig, LD_LIBRARY_PATH).
+_LOADER_PATH_FILES = """
+import ctypes
+for soname in ('libnvrtc.so.13', 'libnvJitLink.so.13'):
+    try:
+        ctypes.CDLL(soname)
+    except OSError:
+        continue
+    for line in open('/proc/self/maps'):
+        if soname.split('.')[0] + '.so' in line:
+            print(line.split()[-1])
+"""
+
+
+def _hide_all_cuda(tmp_path, cache_dir):
+    """A command prefix under which a child (as _env makes it: no wheel roots, no search variables) finds no NVRTC,
+    no nvJitLink and no CUDA headers: the standard toolkit root hidden, and what the loader path still resolves the
+    libraries to with it hidden (an ldconfig entry, LD_LIBRARY_PATH) replaced by empty files; or skip. Nothing is
+    taken from this process's own pick: JITBRIDGE_NVRTC or CUDA_HOME may point anywhere, a venv among it."""
+    standard = os.path.realpath("/usr/local/cuda")
+    dirs = [standard] if os.path.isdir(standard) else []
+    wrap = _hide(*dirs)
+    r = subprocess.run([*wrap, *PYTHON, "-c", _LOADER_PATH_FILES], cwd=tmp_path, env=_env(cache_dir),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    files = sorted({os.path.realpath(f) for f in r.stdout.split()})
+    return _hide(*dirs, files=files) if files else wrap
 
 
 def test_nothing_found_import_works_and_compile_says_what_to_install(tmp_path, cache_dir):
-    wrap = _hide(*_toolkit_dirs())
+    wrap = _hide_all_cuda(tmp_path, cache_dir)
     r = _python(tmp_path, cache_dir, "import jitbridge\n"
                 "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_90')\n"
                 "except jitbridge.CudaNotFoundError as e:\n    print(e)\n", wrap=wrap)
@@ -370,7 +447,7 @@ def test_headers_missing_adds_a_hint_to_the_compile_error(tmp_path, cache_dir):
     assert 'open source file "cuda_fp16.h"' in r.stdout, r.stdout
     assert ("jitbridge: note: the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...) and the CCCL headers (cuda/std, cub) "
             "were not found: pip install nvidia-cuda-runtime nvidia-cuda-cccl") in r.stdout, r.stdout
-    text = subprocess.run([*wrap, sys.executable, "-m", "jitbridge", "doctor"], cwd=tmp_path,
+    text = subprocess.run([*wrap, *PYTHON, "-m", "jitbridge", "doctor"], cwd=tmp_path,
                           env=_env(cache_dir, JITBRIDGE_NVRTC=mine), capture_output=True, text=True)
     assert text.returncode == 1
     assert "CUDA headers:  not found" in text.stdout, text.stdout
