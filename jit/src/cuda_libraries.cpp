@@ -224,9 +224,9 @@ std::string missing_headers_hint() {
   if (!picks.cuda.found) missing = "the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...)";
   if (!picks.cccl.found) missing += std::string(missing.empty() ? "" : " and ") + "the CCCL headers (cuda/std, cub)";
   if (missing.empty()) return {};
-  return fmt::format("jitbridge: note: {} were not found: pip install nvidia-cuda-runtime nvidia-cuda-crt "
-                     "nvidia-cuda-cccl, install the CUDA toolkit, or set JITBRIDGE_CUDA_INCLUDE ('python -m jitbridge "
-                     "doctor' shows where jitbridge looked)",
+  return fmt::format("jitbridge: note: {} were not found: pip install nvidia-cuda-runtime nvidia-cuda-cccl, install "
+                     "the CUDA toolkit, or set JITBRIDGE_CUDA_INCLUDE ('python -m jitbridge doctor' shows where "
+                     "jitbridge looked)",
                      missing);
 }
 

@@ -30,7 +30,7 @@ struct LibrarySpec {
 
 const LibrarySpec& spec(CudaLibrary which) {
   static const LibrarySpec nvrtc{"nvrtc", "NVRTC", "libnvrtc.so.", "JITBRIDGE_NVRTC", "nvidia-cuda-nvrtc",
-                                 "nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl"};
+                                 "nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl"};
   static const LibrarySpec nvjitlink{"nvJitLink", "nvJitLink", "libnvJitLink.so.", "JITBRIDGE_NVJITLINK",
                                      "nvidia-nvjitlink", "nvidia-nvjitlink"};
   return which == CudaLibrary::nvrtc ? nvrtc : nvjitlink;
@@ -42,16 +42,9 @@ struct HeaderSpec {
   const char* shows;      // how the set is named in reasons: "cuda_fp16.h"
   const char* wheel;      // the wheel that ships the set
   std::vector<const char*> subdirs;  // where the set lies under a place's root, in order
-  // A file the set cannot compile without that another wheel ships into the same folder (nullptr: none), and
-  // that wheel: a place with the marker but not this is passed over, with the reason naming the wheel.
-  const char* companion = nullptr;
-  const char* companion_wheel = nullptr;
 };
 
-// cuda_fp16.h / cuda_bf16.h include crt/host_defines.h, which the CUDA 13 wheels ship in nvidia-cuda-crt, not in
-// nvidia-cuda-runtime: a runtime wheel alone would be picked and then fail every kernel that includes them.
-const HeaderSpec kCudaHeaders{"cuda headers", "cuda_fp16.h", "cuda_fp16.h", "nvidia-cuda-runtime", {"include"},
-                              "crt/host_defines.h", "nvidia-cuda-crt"};
+const HeaderSpec kCudaHeaders{"cuda headers", "cuda_fp16.h", "cuda_fp16.h", "nvidia-cuda-runtime", {"include"}};
 // CUDA 13 keeps CCCL in include/cccl; older layouts had cuda/std directly in include.
 const HeaderSpec kCcclHeaders{"cccl headers", "cuda/std/type_traits", "cuda/std", "nvidia-cuda-cccl",
                               {"include/cccl", "include"}};
@@ -222,24 +215,15 @@ ComponentPick pick_header_set(const HeaderSpec& s, const SearchInputs& in, const
     for (const std::string& r : seen) repeat = repeat || r == root;
     if (repeat) continue;  // the same directory reached by two rules (CUDA_HOME=/usr/local/cuda)
     seen.push_back(root);
-    bool passed_over = false;
     for (const char* sub : s.subdirs) {
       std::string dir = place.root + "/" + sub;
       if (!is_file(dir + "/" + s.marker)) continue;
-      if (s.companion && !is_file(dir + "/" + s.companion)) {
-        out.tried.push_back({place.rule, dir,
-                             fmt::format("{} but no {} there (pip install {})", s.shows, s.companion,
-                                         s.companion_wheel)});
-        passed_over = true;
-        break;
-      }
       take(place.rule, place.root, dir);
       if (!own_root.empty() && i > 0)
         out.note = fmt::format("NVRTC's own place ({}) has no {}", order[0].root, s.shows);
       return out;
     }
-    if (!passed_over)
-      out.tried.push_back({place.rule, place.root + "/" + s.subdirs[0], fmt::format("no {} there", s.shows)});
+    out.tried.push_back({place.rule, place.root + "/" + s.subdirs[0], fmt::format("no {} there", s.shows)});
   }
   return out;
 }

@@ -43,7 +43,7 @@ class CudaNotFoundError(NvrtcError):
     """NVRTC (or nvJitLink) was not found, or JITBRIDGE_NVRTC & co. point at nothing usable.
 
     The message names what to install (``pip install nvidia-cuda-nvrtc nvidia-cuda-runtime
-    nvidia-cuda-crt nvidia-cuda-cccl``, or a CUDA toolkit) and every place searched with why it was skipped, or the
+    nvidia-cuda-cccl``, or a CUDA toolkit) and every place searched with why it was skipped, or the
     setting that is wrong. ``python -m jitbridge doctor`` shows the same search. A RuntimeError (and
     a NvrtcError); ``import jitbridge`` works without CUDA, only compiling raises it.
     """

@@ -216,8 +216,8 @@ def _cmd_doctor(args):
         rows.append(("status", "ok: NVRTC and the CUDA headers are usable"))
     else:
         rows.append(("status", "cannot compile: " + "; ".join(report["problems"]) +
-                     " (pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl, or "
-                     "install the CUDA toolkit)"))
+                     " (pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl, or install the CUDA "
+                     "toolkit)"))
     width = max(len(k) for k, _ in rows) + 2
     for key, value in rows:
         print(f"{key + ':' if key else '':<{width}}{value}")

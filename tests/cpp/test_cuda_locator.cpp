@@ -77,10 +77,7 @@ std::string wheel(const std::string& site, bool nvrtc = true, bool cuda_headers 
   std::string root = site + "/nvidia/cu13";
   mkdirs(root + "/lib");
   if (nvrtc) put(root + "/lib/libnvrtc.so.13", "13.0");
-  if (cuda_headers) {
-    put(root + "/include/cuda_fp16.h");
-    put(root + "/include/crt/host_defines.h");
-  }
+  if (cuda_headers) put(root + "/include/cuda_fp16.h");
   if (cccl) put(root + "/include/cccl/cuda/std/type_traits");
   return root;
 }
@@ -91,7 +88,6 @@ std::string toolkit(const std::string& root, const std::string& version = "13.0"
   if (!version.empty()) put(root + "/lib64/libnvrtc.so.13", version);
   if (headers) {
     put(root + "/include/cuda_fp16.h");
-    put(root + "/include/crt/host_defines.h");
     put(root + "/include/cccl/cuda/std/type_traits");
   }
   return root;
@@ -271,7 +267,7 @@ TEST_CASE("cuda search: nothing found names what to install and every place sear
   CHECK_FALSE(p.found);
   CHECK(p.error.empty());
   std::string msg = not_found_message(p);
-  CHECK(msg.find("NVRTC was not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl, or "
+  CHECK(msg.find("NVRTC was not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl, or "
                  "install the CUDA toolkit (searched: JITBRIDGE_NVRTC: not set; wheel nvidia-cuda-nvrtc in " +
                  base + "/site " + base + "/site/nvidia/cu13: no lib/libnvrtc.so.13; CUDA_HOME: not set") == 0);
   CHECK(msg.find("loader path libnvrtc.so.13: could not be loaded: libnvrtc.so.13: cannot open shared object file)") !=
@@ -340,33 +336,6 @@ TEST_CASE("cuda search: headers come from NVRTC's own place first, each set on i
   CHECK(h.cuda.path == real(base + "/my-include"));
   CHECK(h.cccl.rule == "CUDA_HOME");
   CHECK(h.cccl.tried.front().why == "no cuda/std there");
-}
-
-TEST_CASE("cuda search: a runtime wheel without nvidia-cuda-crt is passed over for the CUDA headers") {
-  // cuda_fp16.h includes crt/host_defines.h, which the CUDA 13 wheels ship in nvidia-cuda-crt: a place with the
-  // first and not the second would fail every kernel that includes cuda_fp16.h, so the search goes on.
-  const std::string base = temp_dir();
-  const std::string site = wheel(base + "/site", true, false, true);
-  put(site + "/include/cuda_fp16.h");  // nvidia-cuda-runtime alone
-  toolkit(base + "/cuda-home");
-  SearchInputs in = nothing(base);
-  in.wheel_roots = {site};
-  in.cuda_home = base + "/cuda-home";
-  FakeLoader loader;
-  const ComponentPick nvrtc = pick_library(CudaLibrary::nvrtc, in, loader.fn());
-  REQUIRE(nvrtc.rule == "wheel nvidia-cuda-nvrtc in " + base + "/site");
-  HeaderPicks h = pick_headers(in, nvrtc);
-  CHECK(h.cuda.rule == "CUDA_HOME");
-  bool said_why = false;
-  for (const SearchStep& step : h.cuda.tried)
-    said_why = said_why || (step.path == site + "/include" &&
-                            step.why == "cuda_fp16.h but no crt/host_defines.h there (pip install nvidia-cuda-crt)");
-  CHECK(said_why);
-  CHECK(h.cccl.rule == "wheel nvidia-cuda-cccl in " + base + "/site");  // CCCL needs no companion
-
-  put(site + "/include/crt/host_defines.h");  // nvidia-cuda-crt installed: the wheel's headers are taken
-  h = pick_headers(in, nvrtc);
-  CHECK(h.cuda.rule == "wheel nvidia-cuda-runtime in " + base + "/site");
 }
 
 TEST_CASE("cuda search: a place reached by two rules is looked into once") {

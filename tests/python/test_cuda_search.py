@@ -111,7 +111,6 @@ def _fake_wheel(site, nvrtc=None, fp16=None, cccl=False):
         _link_nvrtc(root / "lib", nvrtc)
     if fp16 is not None:
         _put(root / "include" / "cuda_fp16.h", fp16)
-        _put(root / "include" / "crt" / "host_defines.h")
     if cccl:
         _put(root / "include" / "cccl" / "cuda" / "std" / "type_traits")
     return root
@@ -120,7 +119,6 @@ def _fake_wheel(site, nvrtc=None, fp16=None, cccl=False):
 def _fake_toolkit(root, nvrtc):
     _link_nvrtc(root / "lib64", nvrtc)
     _put(root / "include" / "cuda_fp16.h", "#define FAKE_TOOLKIT_FP16 1\n")
-    _put(root / "include" / "crt" / "host_defines.h")
     return root
 
 
@@ -424,7 +422,7 @@ def test_nothing_found_import_works_and_compile_says_what_to_install(tmp_path, c
                 "except jitbridge.CudaNotFoundError as e:\n    print(e)\n", wrap=wrap)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("NVRTC was not found: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime "
-                               "nvidia-cuda-crt nvidia-cuda-cccl, or install the CUDA toolkit (searched: JITBRIDGE_NVRTC: not set; "
+                               "nvidia-cuda-cccl, or install the CUDA toolkit (searched: JITBRIDGE_NVRTC: not set; "
                                "CUDA_HOME: not set; CUDA_PATH: not set; /usr/local/cuda"), r.stdout
     assert "loader path libnvrtc.so.13: could not be loaded: " in r.stdout
     status, report = _doctor(tmp_path, cache_dir, wrap=wrap)
@@ -448,7 +446,7 @@ def test_headers_missing_adds_a_hint_to_the_compile_error(tmp_path, cache_dir):
     assert r.returncode == 0, r.stderr
     assert 'open source file "cuda_fp16.h"' in r.stdout, r.stdout
     assert ("jitbridge: note: the CUDA headers (cuda_fp16.h, cuda_bf16.h, ...) and the CCCL headers (cuda/std, cub) "
-            "were not found: pip install nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl") in r.stdout, r.stdout
+            "were not found: pip install nvidia-cuda-runtime nvidia-cuda-cccl") in r.stdout, r.stdout
     text = subprocess.run([*wrap, *PYTHON, "-m", "jitbridge", "doctor"], cwd=tmp_path,
                           env=_env(cache_dir, JITBRIDGE_NVRTC=mine), capture_output=True, text=True)
     assert text.returncode == 1
