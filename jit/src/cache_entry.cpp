@@ -124,6 +124,9 @@ std::string serialize_record(const std::string& key, const CacheRecord& record) 
       w.str(prm.spelling);
     }
   }
+  w.str(p.link_input);
+  w.u64(p.link_input_is_ltoir);
+  w.u64(p.linked);
   std::string payload = std::move(w.bytes());
   std::string out(kMagic, sizeof kMagic);
   std::uint64_t size = payload.size();
@@ -188,6 +191,9 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
     }
     p->kernels.push_back(std::move(k));
   }
+  p->link_input = r.str();
+  p->link_input_is_ltoir = r.u64() != 0;
+  p->linked = r.u64() != 0;
   if (!r.ok()) return std::nullopt;
   p->origin = Origin::disk_cache;
   record.program = std::move(p);

@@ -11,6 +11,7 @@
 #include "jit_internal.hpp"
 #include "jitbridge/cuda_search.hpp"
 #include "jitbridge/nvrtc_api.hpp"
+#include "link_internal.hpp"
 #include "nvrtc_program.hpp"
 
 namespace jitbridge {
@@ -21,7 +22,8 @@ using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
-constexpr const char* kKeyVersion = "jitbridge-cache-key-5";
+// 6: Program::link_input / linked in the entry (separate compilation).
+constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
 std::string cache_key(std::string_view source, const CompileOptions& options,
@@ -81,6 +83,7 @@ struct TraceFile {
 struct Pass {
   bool ok = false;
   std::string log, cubin, ptx;
+  std::string ltoir;  // -dlto
   std::map<std::string, std::string> lowered;  // name expression -> lowered name
   std::optional<std::vector<std::string>> headers;
 };
@@ -115,6 +118,7 @@ Pass run_pass(const std::string& source, const CompileOptions& options,
   }
   p.cubin = prog.cubin();
   p.ptx = prog.ptx();
+  p.ltoir = prog.ltoir();
   for (const std::string& e : expressions) p.lowered[e] = prog.lowered_name(e);
   if (trace) p.headers = tf.headers();
   return p;
@@ -204,6 +208,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   program->arch = arch;
   program->options = nvrtc_options;
   program->cubin = std::move(pass.cubin);
+  detail::finish_relocatable(*program, nvrtc_options, std::move(pass.ltoir));  // -rdc/-dc/-dlto: linked here
   if (options.ptx || program->cubin.empty()) program->ptx = std::move(pass.ptx);
   std::map<std::string, Resources> resources = detail::parse_ptxas_info(pass.log, &program->log);
   // Some NVRTC builds (the one PyTorch's wheels ship, seen with 13.0) print no ptxas lines; the
@@ -222,8 +227,10 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
     name_of.emplace(lowered, kernel);
     probe_for_symbol.emplace(lowered, probe);
   }
-  const std::vector<std::string> symbols =
+  std::vector<std::string> symbols =
       program->cubin.empty() ? ptx_entries(program->ptx) : detail::cubin_kernels(program->cubin);
+  if (symbols.empty() && program->link_input_is_ltoir && !program->linked)  // LTO-IR left for link()
+    for (const auto& [lowered, name] : name_of) symbols.push_back(lowered);
   std::vector<std::string> missing_probes;  // pass 2: kernels the scan did not see
   for (const std::string& symbol : symbols) {
     Kernel k;
@@ -295,7 +302,7 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
   std::string arch = options.arch;
   std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);
   const std::string* nvrtc = &nvrtc_identity();
-  std::string key = cache_key(source, options, nvrtc_options, *nvrtc);
+  std::string key = detail::relocatable_key(cache_key(source, options, nvrtc_options, *nvrtc), nvrtc_options);
   if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
 
   nvrtc_api();  // loads NVRTC: throws CudaNotFoundError when none is usable
@@ -304,7 +311,7 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
     arch = options.arch;
     nvrtc_options = detail::effective_options(options, arch);
     nvrtc = &nvrtc_identity();
-    key = cache_key(source, options, nvrtc_options, *nvrtc);
+    key = detail::relocatable_key(cache_key(source, options, nvrtc_options, *nvrtc), nvrtc_options);
     if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
   }
   detail::check_arch_supported(arch);

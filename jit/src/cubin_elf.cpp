@@ -1,11 +1,14 @@
-// cubin_elf.cpp — reads a cubin's ELF image: its kernels (entry functions) and the resources the
-// compiler recorded for each (.nv.info attributes and per-kernel shared/constant sections).
+// cubin_elf.cpp — reads a cubin's ELF image: its kernels (entry functions), the resources the
+// compiler recorded for each (.nv.info attributes and per-kernel shared/constant sections), and
+// whether it is relocatable with which symbols it leaves to the linker.
 #include <elf.h>
 
 #include <cstring>
 #include <stdexcept>
 
 #include "jit_internal.hpp"
+#include "jitbridge/link.hpp"
+#include "link_internal.hpp"
 
 namespace jitbridge::detail {
 namespace {
@@ -37,6 +40,7 @@ class Elf {
       throw std::runtime_error("not a 64-bit ELF cubin");
   }
   unsigned sections() const { return ehdr_.e_shnum; }
+  unsigned type() const { return ehdr_.e_type; }
   Elf64_Shdr section(unsigned i) const {
     return read_at<Elf64_Shdr>(image_, ehdr_.e_shoff + std::size_t{i} * ehdr_.e_shentsize);
   }
@@ -51,6 +55,22 @@ class Elf {
     if (s.sh_offset > image_.size() || image_.size() - s.sh_offset < s.sh_size)
       throw std::runtime_error("cubin section out of range");
     return image_.substr(s.sh_offset, s.sh_size);
+  }
+  // Names of the global symbols the image references but does not define, in table order.
+  std::vector<std::string> undefined() const {
+    std::vector<std::string> out;
+    for (unsigned i = 0; i < sections(); ++i) {
+      Elf64_Shdr sh = section(i);
+      if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
+      Elf64_Shdr strtab = section(sh.sh_link);
+      for (std::size_t k = 0; k < sh.sh_size / sh.sh_entsize; ++k) {
+        auto sym = read_at<Elf64_Sym>(image_, sh.sh_offset + k * sh.sh_entsize);
+        if (sym.st_shndx != SHN_UNDEF || ELF64_ST_BIND(sym.st_info) != STB_GLOBAL) continue;
+        std::string_view name = string(strtab, sym.st_name);
+        if (!name.empty()) out.emplace_back(name);
+      }
+    }
+    return out;
   }
   // Symbol names by index, and the entry functions among them in table order.
   void symbols(std::vector<std::string>& names, std::vector<std::string>* entries) const {
@@ -94,6 +114,10 @@ void for_each_attribute(std::string_view info, F&& f) {
 }
 
 }  // namespace
+
+bool cubin_is_relocatable(std::string_view cubin) { return Elf(cubin).type() == ET_REL; }
+
+std::vector<std::string> cubin_undefined_symbols(std::string_view cubin) { return Elf(cubin).undefined(); }
 
 std::vector<std::string> cubin_kernels(std::string_view cubin) {
   Elf elf(cubin);
@@ -146,3 +170,15 @@ std::map<std::string, Resources> cubin_resources(std::string_view cubin) {
 }
 
 }  // namespace jitbridge::detail
+
+namespace jitbridge {
+
+bool is_relocatable_cubin(std::string_view image) noexcept {
+  try {
+    return detail::cubin_is_relocatable(image);
+  } catch (const std::exception&) {
+    return false;  // not an ELF image (PTX, a fatbin): nothing the linker left undone
+  }
+}
+
+}  // namespace jitbridge

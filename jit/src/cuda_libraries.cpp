@@ -8,6 +8,7 @@
 
 #include "jit_internal.hpp"
 #include "jitbridge/cuda_search.hpp"
+#include "jitbridge/nvjitlink_api.hpp"
 #include "jitbridge/nvrtc_api.hpp"
 
 namespace jitbridge {
@@ -136,6 +137,8 @@ bool same_place(const ComponentPick& a, const ComponentPick& b) {
 struct NvJitLinkState {
   ComponentPick pick;
   int major = 0, minor = 0;
+  NvJitLinkApi api;
+  std::string error;  // "" when api is usable
 };
 
 const NvJitLinkState& nvjitlink_state() {
@@ -146,10 +149,26 @@ const NvJitLinkState& nvjitlink_state() {
       last = probe(path, "nvJitLinkVersion");
       return last;
     });
-    if (s.pick.found) {
-      s.major = last.major;
-      s.minor = last.minor;
+    if (!s.pick.found) {
+      s.error = not_found_message(s.pick);
+      return s;
     }
+    s.major = last.major;
+    s.minor = last.minor;
+    std::string missing;
+#define JITBRIDGE_NVJITLINK_LOAD(name)                                                                 \
+  s.api.name = reinterpret_cast<decltype(s.api.name)>(::dlsym(last.handle, "__nvJitLink" #name "_13_0")); \
+  if (!s.api.name) missing += (missing.empty() ? "" : ", ") + std::string("__nvJitLink" #name "_13_0");
+    JITBRIDGE_NVJITLINK_ENTRIES(JITBRIDGE_NVJITLINK_LOAD)
+#undef JITBRIDGE_NVJITLINK_LOAD
+    if (!missing.empty()) {
+      s.error = fmt::format("nvJitLink at {} ({}) lacks {}", s.pick.path, s.pick.rule, missing);
+      s.pick.found = false;
+      s.pick.error = s.error;
+      return s;
+    }
+    s.api.major = s.major;
+    s.api.minor = s.minor;
     return s;
   }();
   return state;
@@ -202,6 +221,24 @@ const NvrtcApi& nvrtc_api() {
   const NvrtcState& s = nvrtc_state();
   if (!s.error.empty()) throw CudaNotFoundError(s.error);
   return s.api;
+}
+
+const NvJitLinkApi& nvjitlink_api() {
+  const NvJitLinkState& s = nvjitlink_state();
+  if (!s.error.empty()) throw CudaNotFoundError(s.error);
+  return s.api;
+}
+
+const std::string& nvjitlink_identity() {
+  const NvJitLinkState& s = nvjitlink_state();
+  if (!s.error.empty()) throw CudaNotFoundError(s.error);
+  static const std::string identity = library_identity(s.pick.path);
+  return identity;
+}
+
+const ComponentPick& device_runtime_pick() {
+  static const ComponentPick pick = pick_device_runtime(process_inputs(), nvjitlink_pick());
+  return pick;
 }
 
 std::pair<int, int> nvjitlink_version() {

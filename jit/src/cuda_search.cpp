@@ -240,6 +240,7 @@ SearchInputs SearchInputs::from_environment(std::vector<std::string> wheel_roots
   in.nvrtc_env = env("JITBRIDGE_NVRTC");
   in.nvjitlink_env = env("JITBRIDGE_NVJITLINK");
   in.include_env = env("JITBRIDGE_CUDA_INCLUDE");
+  in.cudadevrt_env = env("JITBRIDGE_CUDADEVRT");
   in.wheel_roots = std::move(wheel_roots);
   in.cuda_home = env("CUDA_HOME");
   in.cuda_path = env("CUDA_PATH");
@@ -374,7 +375,67 @@ HeaderPicks pick_headers(const SearchInputs& in, const ComponentPick& nvrtc) {
   return out;
 }
 
+ComponentPick pick_device_runtime(const SearchInputs& in, const ComponentPick& nvjitlink) {
+  constexpr const char* kFile = "libcudadevrt.a";
+  ComponentPick out;
+  out.component = "device runtime";
+  if (in.cudadevrt_env) {
+    std::string why;
+    if (!exists(*in.cudadevrt_env)) why = "no such file";
+    else if (!is_file(*in.cudadevrt_env)) why = fmt::format("is not a file; give the path of {} itself", kFile);
+    if (why.empty()) {
+      out.found = true;
+      out.path = canonical(absolute(*in.cudadevrt_env));
+      out.rule = "JITBRIDGE_CUDADEVRT";
+      out.root = parent(parent(out.path));
+      return out;
+    }
+    out.tried.push_back({"JITBRIDGE_CUDADEVRT", *in.cudadevrt_env, why});
+    out.error = fmt::format("JITBRIDGE_CUDADEVRT={}: {} (unset it to use the one beside nvJitLink)",
+                            *in.cudadevrt_env, why);
+    return out;
+  }
+  out.tried.push_back({"JITBRIDGE_CUDADEVRT", "", "not set"});
+  std::vector<Place> order = places(in, "nvidia-cuda-runtime");
+  if (nvjitlink.found && !nvjitlink.root.empty()) {
+    Place own{fmt::format("beside nvJitLink ({})", nvjitlink.rule), nvjitlink.root,
+              is_dir(nvjitlink.root) ? "" : "no such directory", nvjitlink.rule.rfind("wheel ", 0) == 0};
+    order.insert(order.begin(), own);
+  }
+  std::vector<std::string> seen;
+  for (const Place& place : order) {
+    if (!place.unusable.empty()) {
+      out.tried.push_back({place.rule, place.root, place.unusable});
+      continue;
+    }
+    std::string root = canonical(place.root);
+    bool repeat = false;
+    for (const std::string& r : seen) repeat = repeat || r == root;
+    if (repeat) continue;  // nvJitLink's place again, or CUDA_HOME=/usr/local/cuda
+    seen.push_back(root);
+    for (const std::string& dir : library_dirs(place)) {
+      if (!is_file(dir + "/" + kFile)) continue;
+      out.found = true;
+      out.path = canonical(dir + "/" + kFile);
+      out.rule = place.rule;
+      out.root = place.root;
+      return out;
+    }
+    out.tried.push_back({place.rule, place.root,
+                         place.wheel ? fmt::format("no lib/{}", kFile)
+                                     : fmt::format("no {} in lib64, lib or {}/lib", kFile, kTargetDir)});
+  }
+  return out;
+}
+
 std::string not_found_message(const ComponentPick& pick) {
+  if (pick.component == "device runtime") {
+    if (!pick.error.empty()) return fmt::format("the CUDA device runtime could not be used: {}", pick.error);
+    return fmt::format("the CUDA device runtime (libcudadevrt.a, needed to link dynamic parallelism) was not found: "
+                       "pip install nvidia-cuda-runtime, install the CUDA toolkit, or set JITBRIDGE_CUDADEVRT "
+                       "(searched: {})",
+                       join_steps(pick.tried));
+  }
   const LibrarySpec& s = spec(pick.component == "nvrtc" ? CudaLibrary::nvrtc : CudaLibrary::nvjitlink);
   if (!pick.error.empty()) return fmt::format("{} could not be loaded: {}", s.display, pick.error);
   return fmt::format("{} was not found: pip install {}, or install the CUDA toolkit (searched: {})", s.display,

@@ -74,6 +74,14 @@ std::string NvrtcProgram::ptx() const {
   return out;
 }
 
+std::string NvrtcProgram::ltoir() const {
+  std::size_t size = 0;
+  if (api_.nvrtcGetLTOIRSize(prog_, &size) != NVRTC_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  check_nvrtc(api_.nvrtcGetLTOIR(prog_, out.data()), "nvrtcGetLTOIR");
+  return out;
+}
+
 std::string NvrtcProgram::lowered_name(const std::string& expression) const {
   const char* lowered = nullptr;
   if (api_.nvrtcGetLoweredName(prog_, expression.c_str(), &lowered) != NVRTC_SUCCESS || !lowered) return {};

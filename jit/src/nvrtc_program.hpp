@@ -26,6 +26,7 @@ class NvrtcProgram {
   std::string log() const;
   std::string cubin() const;  // empty when none was built
   std::string ptx() const;
+  std::string ltoir() const;  // empty unless compiled with -dlto
   // The lowered name of a name expression, or "" when NVRTC has none for it.
   std::string lowered_name(const std::string& expression) const;
 

@@ -1,6 +1,8 @@
 // module.cpp — loading binaries with cuLibraryLoadData and looking up kernels and globals.
 #include "jitbridge/module.hpp"
 
+#include "jitbridge/link.hpp"
+
 #include <fmt/format.h>
 
 #include <mutex>
@@ -23,7 +25,16 @@ const char* intern(const std::string& name) {
 std::shared_ptr<Module> Module::from_program(std::shared_ptr<const Program> program) {
   std::shared_ptr<Module> m(new Module());
   m->program_ = std::move(program);
+  if (!m->program_->link_input.empty() && !m->program_->linked)
+    throw std::invalid_argument(
+        "the program was compiled for separate compilation (-rdc=true, -dc or -dlto) and is not linked: it "
+        "references symbols defined in other code (its log names them); link it with them first "
+        "(jitbridge.link / jitbridge::link)");
   m->image_ = m->program_->cubin.empty() ? m->program_->ptx : m->program_->cubin;
+  if (is_relocatable_cubin(m->image_))
+    throw std::invalid_argument(
+        "the cubin is relocatable (compiled with -rdc=true or -dc) and not linked; the driver cannot load it: "
+        "link it first (jitbridge.link / jitbridge::link)");
   if (m->image_.empty()) throw std::invalid_argument("the program has neither a cubin nor PTX to load");
   check(driver().cuLibraryLoadData(&m->library_, m->image_.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
         "cuLibraryLoadData");
@@ -35,6 +46,10 @@ std::shared_ptr<Module> Module::from_image(std::string image) {
   m->image_ = std::move(image);
   if (m->image_.empty()) throw std::invalid_argument("the image is empty");
   // PTX must be NUL-terminated text; cubin and fatbin are read by their headers.
+  if (is_relocatable_cubin(m->image_))
+    throw std::invalid_argument(
+        "the image is a relocatable cubin (compiled with -rdc=true or -dc) and not linked; the driver cannot load "
+        "it: link it first (jitbridge.link / jitbridge::link)");
   if (m->image_.back() != '\0') m->image_.push_back('\0');
   check(driver().cuLibraryLoadData(&m->library_, m->image_.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
         "cuLibraryLoadData");

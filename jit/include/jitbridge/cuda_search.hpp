@@ -3,6 +3,7 @@
 // Nothing from CUDA is linked: the libraries are dlopen'ed on first use from the first place of
 // this order that has a usable one (docs/DESIGN.md, "Finding CUDA at run time"):
 //   1. an explicit setting: JITBRIDGE_NVRTC / JITBRIDGE_NVJITLINK (a library file),
+//      JITBRIDGE_CUDADEVRT (the device runtime, libcudadevrt.a; see pick_device_runtime),
 //      JITBRIDGE_CUDA_INCLUDE (include directories, ':'-separated);
 //   2. the nvidia-* wheels of the Python environment (<site-packages>/nvidia/cu13, handed in by
 //      the Python package through set_cuda_wheel_roots());
@@ -54,6 +55,7 @@ struct SearchInputs {
   std::optional<std::string> nvrtc_env;      // JITBRIDGE_NVRTC
   std::optional<std::string> nvjitlink_env;  // JITBRIDGE_NVJITLINK
   std::optional<std::string> include_env;    // JITBRIDGE_CUDA_INCLUDE
+  std::optional<std::string> cudadevrt_env;  // JITBRIDGE_CUDADEVRT
   std::vector<std::string> wheel_roots;      // <site-packages>/nvidia/cu13 directories, in order
   std::optional<std::string> cuda_home;      // CUDA_HOME
   std::optional<std::string> cuda_path;      // CUDA_PATH
@@ -103,6 +105,14 @@ struct HeaderPicks {
 // found), then wheels, CUDA_HOME, CUDA_PATH, the standard root. Never throws (except bad_alloc).
 HeaderPicks pick_headers(const SearchInputs& in, const ComponentPick& nvrtc);
 
+// Picks the device runtime (libcudadevrt.a, a static device library that dynamic parallelism
+// links against): JITBRIDGE_CUDADEVRT (a file: used or an error, never skipped); then beside
+// nvJitLink (`nvjitlink`, when found): a wheel root's lib/ (the nvidia-cuda-runtime wheel puts it
+// in nvidia/cu13/lib), a toolkit's lib64, lib, targets/<platform>/lib; then the wheels, CUDA_HOME,
+// CUDA_PATH and the standard root in that order. Reads the file system only; never throws (except
+// bad_alloc). version is "" (an archive has none).
+ComponentPick pick_device_runtime(const SearchInputs& in, const ComponentPick& nvjitlink);
+
 // The message of the error every compile raises when `pick` (a library) was not found.
 std::string not_found_message(const ComponentPick& pick);
 
@@ -132,6 +142,10 @@ bool nvrtc_load_attempted() noexcept;
 // the loading search, which throws CudaNotFoundError naming what to install).
 const std::string& nvrtc_identity();
 const std::vector<std::string>& cuda_wheel_roots();
+
+// The device runtime this process links dynamic-parallelism code against (pick_device_runtime
+// beside nvjitlink_pick(); runs once, thread-safe, loads nvJitLink). Never throws (except bad_alloc).
+const ComponentPick& device_runtime_pick();
 
 // nvJitLink's version as {major, minor}; throws CudaNotFoundError when it was not found.
 std::pair<int, int> nvjitlink_version();

@@ -91,6 +91,12 @@ class Program {
   // name expression -> lowered name, for every name expression given (kernels or not).
   std::vector<std::pair<std::string, std::string>> lowered_names;
   Origin origin = Origin::compiled;
+  // Separate compilation (jitbridge/link.hpp): what NVRTC made for the linker when compiled with
+  // -rdc=true / -dc (the relocatable cubin) or -dlto (LTO-IR, link_input_is_ltoir); "" otherwise.
+  std::string link_input;
+  bool link_input_is_ltoir = false;
+  // cubin is nvJitLink's output (the program linked on its own by compile(), or link()'s result).
+  bool linked = false;
 
   // The kernel called `name` (Kernel::name, or its lowered name); nullptr if none.
   const Kernel* find_kernel(std::string_view name) const;

@@ -10,7 +10,7 @@ namespace jitbridge {
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)             \
   X(nvrtcAddNameExpression) X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) \
   X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetLoweredName)  \
-  X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs)
+  X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) X(nvrtcGetLTOIRSize) X(nvrtcGetLTOIR)
 
 // One pointer per entry, typed from nvrtc.h: api.nvrtcCompileProgram(prog, n, argv).
 struct NvrtcApi {
