@@ -231,6 +231,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       program->cubin.empty() ? ptx_entries(program->ptx) : detail::cubin_kernels(program->cubin);
   if (symbols.empty() && program->link_input_is_ltoir && !program->linked)  // LTO-IR left for link()
     for (const auto& [lowered, name] : name_of) symbols.push_back(lowered);
+  if (program->linked) detail::drop_device_runtime_kernels(symbols);
   std::vector<std::string> missing_probes;  // pass 2: kernels the scan did not see
   for (const std::string& symbol : symbols) {
     Kernel k;

@@ -24,6 +24,10 @@ bool is_device_runtime_symbol(std::string_view symbol);
 // "Unresolved extern function '_Z1fi'"), mangled, in log order without duplicates.
 std::vector<std::string> undefined_in_log(std::string_view log);
 
+// Removes the device runtime's own kernels (static kernels of its cuda_device_runtime.cu, which a
+// link with libcudadevrt.a brings into the image) from a linked image's entry list.
+void drop_device_runtime_kernels(std::vector<std::string>& symbols);
+
 // One nvJitLink run: inputs already resolved to bytes.
 struct RawLinkInput {
   LinkInput::Kind kind;  // never Kind::program

@@ -1,6 +1,7 @@
 // linker.cpp — link(): nvJitLink runs over programs, LTO-IR, PTX, cubins, fatbins and device libraries, with the device runtime when needed, checked at every call, cached.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 
@@ -199,6 +200,15 @@ bool is_device_runtime_symbol(std::string_view s) {
   return false;
 }
 
+void drop_device_runtime_kernels(std::vector<std::string>& symbols) {
+  symbols.erase(std::remove_if(symbols.begin(), symbols.end(),
+                               [](const std::string& s) {
+                                 return s.rfind("__nv_static_", 0) == 0 &&
+                                        s.find("_cuda_device_runtime_cu_") != std::string::npos;
+                               }),
+                symbols.end());
+}
+
 std::vector<std::string> undefined_in_log(std::string_view log) {
   std::vector<std::string> out;
   for (std::string_view line : split_lines(log)) {
@@ -345,7 +355,9 @@ std::shared_ptr<const Program> link(const std::vector<LinkInput>& inputs, const 
     for (const auto& pair : in.program->lowered_names) program->lowered_names.push_back(pair);
   }
   const std::map<std::string, Resources> recorded = detail::cubin_resources(program->cubin);
-  for (const std::string& symbol : detail::cubin_kernels(program->cubin)) {
+  std::vector<std::string> symbols = detail::cubin_kernels(program->cubin);
+  detail::drop_device_runtime_kernels(symbols);
+  for (const std::string& symbol : symbols) {
     Kernel k;
     if (auto it = known.find(symbol); it != known.end()) {
       k = *it->second;

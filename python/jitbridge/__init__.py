@@ -22,6 +22,7 @@ from ._core import (
     CudaNotFoundError,
     DriverError,
     LaunchError,
+    LinkError,
     Kernel,
     NoDriverError,
     NvrtcError,
@@ -33,6 +34,7 @@ from ._core import (
     cache_info,
     compile,
     default_arch,
+    link,
     driver_info,
     nvrtc_version,
     synchronize,
@@ -63,6 +65,8 @@ del _cls
 
 __all__ = [
     "compile",
+    "link",
+    "LinkError",
     "Program",
     "Kernel",
     "Signature",

@@ -1,6 +1,6 @@
 """jitbridge's exception classes; the compiled core raises them (see python/src/errors.cpp)."""
 
-__all__ = ["CompileError", "NvrtcError", "CudaNotFoundError", "NoDriverError", "DriverError", "LaunchError"]
+__all__ = ["CompileError", "NvrtcError", "CudaNotFoundError", "LinkError", "NoDriverError", "DriverError", "LaunchError"]
 
 
 class CompileError(RuntimeError):
@@ -49,6 +49,30 @@ class CudaNotFoundError(NvrtcError):
     """
 
     __module__ = "jitbridge"
+
+
+class LinkError(RuntimeError):
+    """nvJitLink refused to link (jitbridge.link, or compile() of a -dc / -rdc / -dlto program).
+
+    ``str(e)`` names each undefined symbol demangled with its mangled name (``undefined reference to
+    `scale_of(float, int)` (_Z8scale_offi)``), then nvJitLink's error log. The pieces:
+
+    error_log  nvJitLink's error log.
+    info_log   its info log.
+    undefined  the undefined symbols, demangled (tuple of str).
+    input      the input an add step refused (its name), or None.
+    code       the nvJitLinkResult of the failing call (an int).
+    """
+
+    __module__ = "jitbridge"
+
+    def __init__(self, what="", *, error_log="", info_log="", undefined=(), input=None, code=None):
+        super().__init__(what)
+        self.error_log = error_log
+        self.info_log = info_log
+        self.undefined = tuple(undefined)
+        self.input = input
+        self.code = code
 
 
 class NoDriverError(RuntimeError):

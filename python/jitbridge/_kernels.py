@@ -96,6 +96,14 @@ class RawModule:
     def program(self):
         return self._module.program
 
+    @classmethod
+    def from_program(cls, program):
+        """A module of an already compiled or linked Program (``jitbridge.link(...)``'s result, say)."""
+        self = cls.__new__(cls)
+        self._module = _core._Module(program)
+        self._functions = {}
+        return self
+
     def kernel_names(self):
         """The names get_function() takes."""
         return list(self._module.kernel_names())

@@ -116,9 +116,11 @@ def _driver_version(v):
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-_COMPONENTS = (("nvrtc", "NVRTC"), ("nvjitlink", "nvJitLink"), ("cuda_headers", "CUDA headers"),
+_COMPONENTS = (("nvrtc", "NVRTC"), ("nvjitlink", "nvJitLink"), ("device_runtime", "device runtime"),
+               ("cuda_headers", "CUDA headers"),
                ("cccl_headers", "CCCL headers"), ("libcuda", "libcuda"))
-# What compiling needs; nvJitLink and the driver are reported but do not make the setup unusable here.
+# What compiling needs; nvJitLink, the device runtime (libcudadevrt.a, for dynamic parallelism) and the
+# driver are reported but do not make the setup unusable here.
 _NEEDED = {"nvrtc": "NVRTC was not found", "cuda_headers": "the CUDA headers (cuda_fp16.h) were not found",
            "cccl_headers": "the CCCL headers (cuda/std, cub) were not found"}
 

@@ -39,6 +39,7 @@ PyObject* translate_current_exception();
 void bind_errors(py::module_& m);       // errors.cpp
 void bind_program(py::module_& m);      // program.cpp
 void bind_compile(py::module_& m);      // compile.cpp
+void bind_link(py::module_& m);         // jit/link.cpp
 void bind_cache(py::module_& m);        // cache.cpp
 void bind_environment(py::module_& m);  // environment.cpp
 void install_warning_handler();         // warnings.cpp

@@ -103,11 +103,13 @@ py::dict cuda_search() {
   const ComponentPick* nvrtc = nullptr;
   const ComponentPick* nvjitlink = nullptr;
   const HeaderPicks* headers = nullptr;
+  const ComponentPick* devrt = nullptr;
   {
     py::gil_scoped_release release;  // the first call loads NVRTC and nvJitLink
     nvrtc = &nvrtc_pick();
     nvjitlink = &nvjitlink_pick();
     headers = &cuda_header_picks();
+    devrt = &device_runtime_pick();
   }
   py::dict d;
   py::list roots;
@@ -115,6 +117,7 @@ py::dict cuda_search() {
   d["wheel_roots"] = roots;
   d["nvrtc"] = pick_dict(*nvrtc);
   d["nvjitlink"] = pick_dict(*nvjitlink);
+  d["device_runtime"] = pick_dict(*devrt);
   d["cuda_headers"] = pick_dict(headers->cuda);
   d["cccl_headers"] = pick_dict(headers->cccl);
   py::list dirs;

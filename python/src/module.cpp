@@ -10,6 +10,7 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_errors(m);
   jp::bind_program(m);
   jp::bind_compile(m);
+  jp::bind_link(m);
   jp::bind_cache(m);
   jp::bind_environment(m);
   jp::bind_arrays(m);

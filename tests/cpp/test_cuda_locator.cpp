@@ -439,3 +439,72 @@ TEST_CASE("cuda search: this process finds NVRTC and its headers") {
     CHECK(std::find(h.include_dirs.begin(), h.include_dirs.end(), set->path) != h.include_dirs.end());
   }
 }
+
+TEST_CASE("device runtime: JITBRIDGE_CUDADEVRT, then beside nvJitLink, then the usual order") {
+  std::string base = temp_dir();
+  SearchInputs in = nothing(base);
+  ComponentPick none;  // nvJitLink not found
+
+  // Nothing anywhere: not found, every place named.
+  ComponentPick p = pick_device_runtime(in, none);
+  CHECK_FALSE(p.found);
+  CHECK(p.tried.size() == 4);  // JITBRIDGE_CUDADEVRT, CUDA_HOME, CUDA_PATH, the standard root
+  CHECK(not_found_message(p).find("pip install nvidia-cuda-runtime") != std::string::npos);
+
+  // The standard root: lib64, then lib, then targets/<platform>/lib.
+  std::string std_root = base + "/cuda";
+  mkdirs(std_root + "/lib");
+  put(std_root + "/lib/libcudadevrt.a");
+  in.standard_root = std_root;
+  p = pick_device_runtime(in, none);
+  REQUIRE(p.found);
+  CHECK(p.path == real(std_root + "/lib/libcudadevrt.a"));
+  mkdirs(std_root + "/lib64");
+  put(std_root + "/lib64/libcudadevrt.a");
+  CHECK(pick_device_runtime(in, none).path == real(std_root + "/lib64/libcudadevrt.a"));
+
+  // A wheel (nvidia-cuda-runtime puts it in nvidia/cu13/lib) comes before the toolkits.
+  std::string w = wheel(base + "/site", false, false, false);
+  put(w + "/lib/libcudadevrt.a");
+  in.wheel_roots = {w};
+  p = pick_device_runtime(in, none);
+  CHECK(p.path == real(w + "/lib/libcudadevrt.a"));
+  CHECK(p.rule.find("wheel nvidia-cuda-runtime") == 0);
+
+  // Beside nvJitLink comes before the wheels: its toolkit's targets/<platform>/lib.
+  std::string tk = base + "/toolkit";
+#if defined(__aarch64__)
+  const std::string target_lib = tk + "/targets/sbsa-linux/lib";
+#else
+  const std::string target_lib = tk + "/targets/x86_64-linux/lib";
+#endif
+  mkdirs(target_lib);
+  put(target_lib + "/libcudadevrt.a");
+  ComponentPick nvjitlink;
+  nvjitlink.found = true;
+  nvjitlink.rule = "CUDA_HOME";
+  nvjitlink.root = tk;
+  p = pick_device_runtime(in, nvjitlink);
+  CHECK(p.path == real(target_lib + "/libcudadevrt.a"));
+  CHECK(p.rule == "beside nvJitLink (CUDA_HOME)");
+
+  // nvJitLink's place without one: the order goes on to the wheel.
+  ComponentPick empty_place = nvjitlink;
+  empty_place.root = base + "/site";  // exists, holds no lib/libcudadevrt.a at its top
+  p = pick_device_runtime(in, empty_place);
+  CHECK(p.path == real(w + "/lib/libcudadevrt.a"));
+
+  // The explicit setting wins, and a wrong one is an error without fallback.
+  put(base + "/mine/libcudadevrt.a");
+  in.cudadevrt_env = base + "/mine/libcudadevrt.a";
+  p = pick_device_runtime(in, nvjitlink);
+  CHECK(p.path == real(base + "/mine/libcudadevrt.a"));
+  CHECK(p.rule == "JITBRIDGE_CUDADEVRT");
+  in.cudadevrt_env = base + "/nope.a";
+  p = pick_device_runtime(in, nvjitlink);
+  CHECK_FALSE(p.found);
+  CHECK(p.error.find("JITBRIDGE_CUDADEVRT=" + base + "/nope.a: no such file") == 0);
+  in.cudadevrt_env = base + "/mine";
+  p = pick_device_runtime(in, nvjitlink);
+  CHECK(p.error.find("is not a file") != std::string::npos);
+}

@@ -10,6 +10,7 @@
 #include "jitbridge/cuda_search.hpp"
 #include "jitbridge/jit.hpp"
 #include "jitbridge/link.hpp"
+#include "jitbridge/module.hpp"
 #include "jitbridge/nvjitlink_api.hpp"
 #include "link_internal.hpp"
 
@@ -122,6 +123,7 @@ TEST_CASE("a -dc parent/child program is linked with the device runtime inside c
     CHECK(parent.signature->to_string() == "(int*, int)");
     CHECK(kernel_named(*p, "child").signature->to_string() == "(int*, int)");
     CHECK(parent.resources.known);
+    CHECK(p->kernels.size() == 2);  // not the device runtime's own kernels
   }
 }
 
@@ -140,6 +142,7 @@ TEST_CASE("-dlto programs are linked with -lto inside compile(); signatures surv
   REQUIRE_FALSE(p->cubin.empty());
   CHECK(kernel_named(*p, "parent").signature->to_string() == "(int*, int)");
   CHECK(kernel_named(*p, "child").signature->to_string() == "(int*, int)");
+  CHECK(p->kernels.size() == 2);
 
   auto q = build("template <class T> __global__ void fill(T* p, T v) { p[threadIdx.x] = v; }", {"-dlto"});
   CHECK(q->kernels.empty());  // no instantiation: nothing to link in but nothing fails either
@@ -272,6 +275,7 @@ TEST_CASE("PTX, cubin and static library inputs link with a program", "[link]") 
   auto with_lib = link({LinkInput::from_program(p), LinkInput::from_file(device_runtime_pick().path)}, never,
                        &memory_cache());
   CHECK(with_lib->find_kernel("parent"));
+  CHECK(with_lib->kernels.size() == 2);
 }
 
 TEST_CASE("linked results are cached in memory and on disk; a changed input misses", "[link]") {
@@ -328,4 +332,13 @@ TEST_CASE("compile() of a relocatable program round-trips its link fields throug
     disk.clear();
   }
   ::rmdir(dir.c_str());
+}
+
+TEST_CASE("module loading refuses unlinked relocatable code before asking the driver", "[link]") {
+  auto caller = build(kCaller, {"-dc"});
+  REQUIRE_FALSE(caller->linked);
+  CHECK_THROWS_WITH(Module::from_program(caller), Catch::Contains("is not linked"));
+  CHECK_THROWS_WITH(Module::from_image(caller->link_input), Catch::Contains("relocatable cubin"));
+  auto lto_caller = build(kCaller, {"-dlto"});
+  CHECK_THROWS_WITH(Module::from_program(lto_caller), Catch::Contains("is not linked"));
 }
