@@ -17,7 +17,8 @@ def s(b):
     return u64(len(b)) + b
 
 
-def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", options=(), lowered=()):
+def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", options=(), lowered=(),
+            link_input=b"", ltoir=False, linked=False):
     out = s(KEY) + u64(recorded) + s(cwd) + u64(len(deps))
     for path, size, mtime, digest in deps:
         out += s(path) + u64(size) + u64(mtime) + s(digest)
@@ -33,6 +34,7 @@ def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", op
         out += u64(1) + u64(len(params))
         for pointer, typ, const, size, align, spelling in params:
             out += u64(pointer) + s(typ) + u64(const) + u64(size) + u64(align) + s(spelling)
+    out += s(link_input) + u64(ltoir) + u64(linked)
     return out
 
 
@@ -47,6 +49,8 @@ SEEDS = {
     "negative-time": payload(recorded=2**63),
     "dependency": payload(deps=[("/usr/include/stdio.h", 1, 1, "0" * 32)]),
     "cwd": payload(cwd="/nonexistent"),
+    "linked": payload(kernels=[("k", None)], link_input=b"\x7fELF fake relocatable", linked=True),
+    "ltoir-unlinked": payload(link_input=b"\xedCN\x7f fake LTO-IR", ltoir=True),
 }
 # Entries whose dependency check must not block or read without bound (found by fuzzing; kept as regressions).
 REGRESSIONS = {
