@@ -116,7 +116,7 @@ def _driver_version(v):
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-_COMPONENTS = (("nvrtc", "NVRTC"), ("nvjitlink", "nvJitLink"), ("device_runtime", "device runtime"),
+_COMPONENTS = (("nvrtc", "NVRTC"), ("nvjitlink", "nvJitLink"), ("device_runtime", "cudadevrt"),
                ("cuda_headers", "CUDA headers"),
                ("cccl_headers", "CCCL headers"), ("libcuda", "libcuda"))
 # What compiling needs; nvJitLink, the device runtime (libcudadevrt.a, for dynamic parallelism) and the
