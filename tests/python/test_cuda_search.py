@@ -208,6 +208,32 @@ def test_an_explicit_setting_to_nothing_is_an_error_naming_it(tmp_path, cache_di
     assert r.stdout.startswith(f"JITBRIDGE_CUDA_INCLUDE={tmp_path / 'no-include'}: "), r.stdout + r.stderr
 
 
+def test_the_device_runtime_setting_is_used_or_an_error_naming_it(tmp_path, cache_dir):
+    """JITBRIDGE_CUDADEVRT: doctor reports it; a -dc program with a device launch needs it, a plain one does not."""
+    missing = tmp_path / "nowhere" / "libcudadevrt.a"
+    status, report = _doctor(tmp_path, cache_dir, JITBRIDGE_CUDADEVRT=missing)
+    devrt = report["cuda"]["device_runtime"]
+    assert devrt["found"] is False
+    assert devrt["error"].startswith(f"JITBRIDGE_CUDADEVRT={missing}: no such file")
+    assert "device runtime" not in " ".join(report["problems"])  # compiling works without it
+    code = ("import jitbridge\n"
+            "print(jitbridge.compile('extern \"C\" __global__ void k(int* p) { *p = 1; }', options=['-dc'],"
+            " arch='sm_90').linked)\n"
+            "src = 'extern \"C\" __global__ void c(int* p) { *p = 1; }\\n"
+            "extern \"C\" __global__ void p(int* q) { c<<<1, 1>>>(q); }'\n"
+            "try:\n    jitbridge.compile(src, options=['-dc'], arch='sm_90')\n"
+            "except jitbridge.CudaNotFoundError as e:\n    print(e)\n")
+    r = _python(tmp_path, cache_dir, code, JITBRIDGE_CUDADEVRT=missing)
+    assert r.returncode == 0, r.stderr
+    linked, message = r.stdout.splitlines()
+    assert linked == "True"
+    assert message.startswith(f"the CUDA device runtime could not be used: JITBRIDGE_CUDADEVRT={missing}: no such file")
+    real = _search()["device_runtime"]
+    if real["found"]:
+        _, report = _doctor(tmp_path, cache_dir, JITBRIDGE_CUDADEVRT=real["path"])
+        assert report["cuda"]["device_runtime"]["rule"] == "JITBRIDGE_CUDADEVRT"
+
+
 def test_env_beats_wheel_beats_cuda_home(tmp_path, cache_dir):
     real = _real_nvrtc()
     site = tmp_path / "site"

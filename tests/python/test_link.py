@@ -142,3 +142,12 @@ def test_doctor_reports_the_device_runtime():
     assert set(devrt) >= {"found", "path", "rule", "tried"}
     if devrt["found"]:
         assert pathlib.Path(devrt["path"]).name == "libcudadevrt.a"
+
+
+def test_an_unknown_linker_option_is_a_link_error():
+    caller = build(CALLER, "-dc")
+    callee = build(CALLEE, "-dc")
+    with pytest.raises(jitbridge.LinkError, match="nvJitLinkCreate failed") as info:
+        jitbridge.link(caller, callee, options=["-no-such-option"])
+    assert info.value.code == 1  # NVJITLINK_ERROR_UNRECOGNIZED_OPTION
+    assert jitbridge.link(caller, callee, options=["-O3"]).kernel("apply")
