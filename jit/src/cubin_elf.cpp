@@ -56,35 +56,35 @@ class Elf {
       throw std::runtime_error("cubin section out of range");
     return image_.substr(s.sh_offset, s.sh_size);
   }
-  // Names of the global symbols the image references but does not define, in table order.
-  std::vector<std::string> undefined() const {
-    std::vector<std::string> out;
+  // Calls f(symbol, name) for each entry of the symbol tables, in table order.
+  template <class F>
+  void for_each_symbol(F&& f) const {
     for (unsigned i = 0; i < sections(); ++i) {
       Elf64_Shdr sh = section(i);
       if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
       Elf64_Shdr strtab = section(sh.sh_link);
       for (std::size_t k = 0; k < sh.sh_size / sh.sh_entsize; ++k) {
         auto sym = read_at<Elf64_Sym>(image_, sh.sh_offset + k * sh.sh_entsize);
-        if (sym.st_shndx != SHN_UNDEF || ELF64_ST_BIND(sym.st_info) != STB_GLOBAL) continue;
-        std::string_view name = string(strtab, sym.st_name);
-        if (!name.empty()) out.emplace_back(name);
+        f(sym, string(strtab, sym.st_name));
       }
     }
+  }
+  // Names of the global symbols the image references but does not define, in table order.
+  std::vector<std::string> undefined() const {
+    std::vector<std::string> out;
+    for_each_symbol([&](const Elf64_Sym& sym, std::string_view name) {
+      if (sym.st_shndx == SHN_UNDEF && ELF64_ST_BIND(sym.st_info) == STB_GLOBAL && !name.empty())
+        out.emplace_back(name);
+    });
     return out;
   }
   // Symbol names by index, and the entry functions among them in table order.
   void symbols(std::vector<std::string>& names, std::vector<std::string>* entries) const {
-    for (unsigned i = 0; i < sections(); ++i) {
-      Elf64_Shdr sh = section(i);
-      if (sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
-      Elf64_Shdr strtab = section(sh.sh_link);
-      for (std::size_t k = 0; k < sh.sh_size / sh.sh_entsize; ++k) {
-        auto sym = read_at<Elf64_Sym>(image_, sh.sh_offset + k * sh.sh_entsize);
-        names.emplace_back(string(strtab, sym.st_name));
-        if (entries && ELF64_ST_TYPE(sym.st_info) == STT_FUNC && (sym.st_other & kCudaEntry))
-          entries->push_back(names.back());
-      }
-    }
+    for_each_symbol([&](const Elf64_Sym& sym, std::string_view name) {
+      names.emplace_back(name);
+      if (entries && ELF64_ST_TYPE(sym.st_info) == STT_FUNC && (sym.st_other & kCudaEntry))
+        entries->push_back(names.back());
+    });
   }
 
  private:

@@ -169,6 +169,15 @@ std::string join_steps(const std::vector<SearchStep>& steps) {
   return out;
 }
 
+// False when `root` (canonical) is in `seen` already; else records it and returns true.
+bool first_visit(std::vector<std::string>& seen, const std::string& root) {
+  std::string real = canonical(root);
+  for (const std::string& r : seen)
+    if (r == real) return false;
+  seen.push_back(std::move(real));
+  return true;
+}
+
 // The place NVRTC came from, as a header place: its rule in the header's terms.
 Place nvrtc_place(const ComponentPick& nvrtc, const std::vector<Place>& order) {
   for (const Place& p : order)
@@ -210,11 +219,7 @@ ComponentPick pick_header_set(const HeaderSpec& s, const SearchInputs& in, const
       out.tried.push_back({place.rule, place.root, place.unusable});
       continue;
     }
-    std::string root = canonical(place.root);
-    bool repeat = false;
-    for (const std::string& r : seen) repeat = repeat || r == root;
-    if (repeat) continue;  // the same directory reached by two rules (CUDA_HOME=/usr/local/cuda)
-    seen.push_back(root);
+    if (!first_visit(seen, place.root)) continue;  // the same directory reached by two rules (CUDA_HOME=/usr/local/cuda)
     for (const char* sub : s.subdirs) {
       std::string dir = place.root + "/" + sub;
       if (!is_file(dir + "/" + s.marker)) continue;
@@ -408,11 +413,7 @@ ComponentPick pick_device_runtime(const SearchInputs& in, const ComponentPick& n
       out.tried.push_back({place.rule, place.root, place.unusable});
       continue;
     }
-    std::string root = canonical(place.root);
-    bool repeat = false;
-    for (const std::string& r : seen) repeat = repeat || r == root;
-    if (repeat) continue;  // nvJitLink's place again, or CUDA_HOME=/usr/local/cuda
-    seen.push_back(root);
+    if (!first_visit(seen, place.root)) continue;  // nvJitLink's place again, or CUDA_HOME=/usr/local/cuda
     for (const std::string& dir : library_dirs(place)) {
       if (!is_file(dir + "/" + kFile)) continue;
       out.found = true;
