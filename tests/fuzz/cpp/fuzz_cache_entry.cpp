@@ -77,6 +77,8 @@ void compare(const detail::CacheRecord& got, const jbfuzz::ref::RefRecord& want)
       p.lowered_names != want.lowered_names)
     mismatch("program strings");
   if (p.origin != Origin::disk_cache) mismatch("origin");
+  if (p.link_input != want.link_input || p.link_input_is_ltoir != want.link_input_is_ltoir || p.linked != want.linked)
+    mismatch("link fields");
   if (p.kernels.size() != want.kernels.size()) mismatch("kernel count");
   for (std::size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];

@@ -206,6 +206,10 @@ bool parse_payload(Cursor& c, std::string_view key, RefRecord& r) {
     }
     r.kernels.push_back(std::move(k));
   }
+  std::uint64_t ltoir = 0, linked = 0;
+  if (!c.str(r.link_input) || !c.u64(ltoir) || !c.u64(linked)) return false;
+  r.link_input_is_ltoir = ltoir != 0;
+  r.linked = linked != 0;
   return c.at_end();
 }
 
