@@ -83,8 +83,8 @@ def main():
     core = cuda_core_rows(arch)
     cp = cupy_rows()
     rows = [(label, fmt_us(us), fmt_us(core.get(label)), fmt_us(cp.get(label))) for label, us in ours.items()]
-    print_table(f"Linking ({arch}; medians of {REPEAT}; nvJitLink {'.'.join(map(str, jb._core.nvjitlink_version()))}"
-                if hasattr(jb._core, "nvjitlink_version") else f"Linking ({arch}; medians of {REPEAT})",
+    nvjitlink = jb._core._cuda_search()["nvjitlink"]
+    print_table(f"Linking ({arch}; medians of {REPEAT}; nvJitLink {nvjitlink['version']} at {nvjitlink['path']})",
                 ["step", "jitbridge", "cuda.core Linker", "CuPy RawKernel(-dc)"], rows)
 
 
