@@ -52,9 +52,16 @@ def cuda_core_rows(arch):
         caller = Program(CALLER, "c++", opts).compile(target)
         callees = [Program(CALLEE.format(c=next(_fresh)), "c++", opts).compile(target) for _ in range(REPEAT)]
         it = iter(callees)
-        rows[label] = median_us(
-            lambda: Linker(caller, next(it), options=LinkerOptions(arch=arch, link_time_optimization=lto)).link("cubin"),
-            repeat=REPEAT)
+        link_options = LinkerOptions(arch=arch, link_time_optimization=lto)
+
+        def one():
+            objects = (caller, next(it))
+            try:
+                linker = Linker(*objects, options=link_options)
+            except TypeError:  # releases whose signature is Linker(options, *object_codes)
+                linker = Linker(link_options, *objects)
+            linker.link("cubin")
+        rows[label] = median_us(one, repeat=REPEAT)
     return rows
 
 
@@ -80,8 +87,12 @@ def main():
 
     arch = jb.default_arch()
     ours = jitbridge_rows(jb, arch)
-    core = cuda_core_rows(arch)
-    cp = cupy_rows()
+    core, cp = {}, {}
+    for name, fn in (("cuda.core", lambda: cuda_core_rows(arch)), ("CuPy", cupy_rows)):
+        try:
+            (core if name == "cuda.core" else cp).update(fn())
+        except Exception as e:  # noqa: BLE001 - a peer that fails is reported, the table still prints
+            print(f"{name}: n/a ({type(e).__name__}: {e})")
     rows = [(label, fmt_us(us), fmt_us(core.get(label)), fmt_us(cp.get(label))) for label, us in ours.items()]
     nvjitlink = jb._core._cuda_search()["nvjitlink"]
     print_table(f"Linking ({arch}; medians of {REPEAT}; nvJitLink {nvjitlink['version']} at {nvjitlink['path']})",
