@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "jitbridge/launcher.hpp"
 #include "launch/launch_shortcut.hpp"
+#include "launch/scalar_args.hpp"
 
 namespace jitbridge::python {
 
@@ -105,16 +106,6 @@ struct PreparedLaunch {
 // none). Launches 3n times.
 py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args, int n);
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args);
-
-// How a launch argument that is not an array is read, decided by its type alone (the full path
-// and the shortcut agree through this): None; a bool (Python's or NumPy's); an integer (int and
-// anything with __index__); a float (float and anything with __float__ that is not a buffer);
-// bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else.
-enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other };
-ScalarClass classify_scalar(PyObject* o);
-// An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
-// through __index__. False, with the Python error (if any) left set, otherwise.
-bool int64_argument(PyObject* o, long long& v);
 
 // grid=/block=/cluster= values: an int or a tuple (or list) of up to 3 ints, each from 1 to
 // 2**32-1 (NumPy integers and other __index__ objects too). Throws TypeError (not an int; an
