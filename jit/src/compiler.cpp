@@ -21,7 +21,7 @@ using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
-constexpr const char* kKeyVersion = "jitbridge-cache-key-5";
+constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
 std::string cache_key(std::string_view source, const CompileOptions& options,

@@ -77,13 +77,14 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
 }
 
 // Packs s.values against the kernel; returns the device of the arrays (-1: none).
-int pack(const KernelObject& k, std::size_t n, Scratch& s) {
+int pack(const KernelObject& k, std::size_t n, Scratch& s, bool check_args) {
   PackResult where;
   if (k.info && k.info->signature) {
     const Signature& sig = *k.info->signature;
     if (sig.params.size() != n) throw py::type_error(arity_message(k.name, sig, n));
     s.packed.reset(sig);
-    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, k.plan, i, s.values[i], s.packed, where);
+    const std::vector<ParamPlan>& plan = check_args ? k.plan : k.plan_unchecked;
+    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, plan, i, s.values[i], s.packed, where);
   } else {
     const std::vector<std::size_t>& sizes = k.resolved().param_sizes();
     if (sizes.size() != n)
@@ -149,10 +150,10 @@ namespace {
 // into config.stream, the device and its binary compatibility, the configuration validated.
 // Returns the device; `f` receives the kernel.
 const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
-                             PyObject* stream_obj, Scratch& s, const Function*& f) {
+                             PyObject* stream_obj, Scratch& s, const Function*& f, bool check_args) {
   config.stream = convert_arguments(k, args, n, stream_obj, s);
   launch_profile::mark(launch_profile::converted);
-  int device = pack(k, n, s);
+  int device = pack(k, n, s, check_args);
   launch_profile::mark(launch_profile::packed);
   if (device < 0) device = current_device();
   const Device& dev = Device::get(device);
@@ -180,27 +181,27 @@ namespace {
 // The full path: every argument viewed through its protocol, packed with pack_argument's checks
 // and messages; then the shortcut for these argument types is learnt.
 void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* const* args, std::size_t n,
-                      PyObject* stream_obj) {
+                      PyObject* stream_obj, bool check_args) {
   ScratchLease lease(n);
   Scratch& s = lease.s;
   const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
+  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f, check_args);
   launch(*f, config, dev, s.packed);
   launch_profile::mark(launch_profile::launched);
-  learn_shortcut(k, args, n);
+  learn_shortcut(k, args, n, check_args);
 }
 
 }  // namespace
 
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj) {
+                        PyObject* stream_obj, bool check_args) {
   const std::size_t n = static_cast<std::size_t>(nargs);
-  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj)) {
+  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj, check_args)) {
     launch_profile::mark(launch_profile::launched);
     launch_profile::mark(launch_profile::released);
     return;
   }
-  launch_full_path(k, config, args, n, stream_obj);
+  launch_full_path(k, config, args, n, stream_obj, check_args);
 }
 
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args) {
@@ -208,7 +209,7 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
   ScratchLease lease(n);
   Scratch& s = lease.s;
   const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, &PyTuple_GET_ITEM(args.ptr(), 0), n, nullptr, s, f);
+  const Device& dev = prepare_launch(k, config, &PyTuple_GET_ITEM(args.ptr(), 0), n, nullptr, s, f, k.check_args);
   dev.make_current();
   PreparedLaunch p;
   p.function = f->function_for(dev);
@@ -333,10 +334,10 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
   s.prepare(count);
   convert_arguments(k, args, count, nullptr, s);
   t0 = clock::now();
-  for (int i = 0; i < n; ++i) pack(k, count, s);
+  for (int i = 0; i < n; ++i) pack(k, count, s, k.check_args);
   out["pack"] = per_call(t0);
   const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, args, count, nullptr, s, f);
+  const Device& dev = prepare_launch(k, config, args, count, nullptr, s, f, k.check_args);
   t0 = clock::now();
   for (int i = 0; i < n; ++i) validate_launch(*f, config, dev);
   out["validate"] = per_call(t0);
@@ -345,11 +346,11 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
   out["launch"] = per_call(t0);
   s.release(count);
   t0 = clock::now();
-  for (int i = 0; i < n; ++i) launch_full_path(k, config, args, count, nullptr);
+  for (int i = 0; i < n; ++i) launch_full_path(k, config, args, count, nullptr, k.check_args);
   out["launch, full path"] = per_call(t0);
   t0 = clock::now();
   for (int i = 0; i < n; ++i)
-    if (!launch_by_shortcut(k, config, args, count, nullptr)) throw py::value_error("these arguments take no shortcut");
+    if (!launch_by_shortcut(k, config, args, count, nullptr, k.check_args)) throw py::value_error("these arguments take no shortcut");
   out["launch, shortcut"] = per_call(t0);
   return out;
 }
@@ -360,7 +361,7 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
   Scratch& s = lease.s;
   PyObject* none = Py_None;
   convert_arguments(k, args, n, none, s);
-  pack(k, n, s);
+  pack(k, n, s, k.check_args);
   py::list out;
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : k.resolved().param_sizes()[i];

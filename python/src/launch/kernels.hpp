@@ -31,6 +31,8 @@ struct KernelObject {
   std::string name;
   const Kernel* info = nullptr;             // from module->program; nullptr for file modules
   std::vector<ParamPlan> plan;              // packing plan of info's signature
+  std::vector<ParamPlan> plan_unchecked;    // the same with argument checks off (unchecked_plan)
+  bool check_args = true;                   // calls without check_args= check arguments (RawKernel(check_args=))
   mutable const Device* checked_device = nullptr;  // the device the binary was last checked against
   mutable std::shared_ptr<Function> function;  // resolved at the first launch
   const Function& resolved() const;
@@ -63,8 +65,10 @@ struct ConfiguredKernel {
 // ValueError, BufferError, LaunchError, NoDriverError) with the Python error set. GIL held.
 // `args` must stay valid while Python code runs (converting an argument does): a tuple's items or
 // a vectorcall's argument array, never a list's item array (a property could resize the list).
+// `check_args` false: packed with k.plan_unchecked (any dtype, count, alignment; read-only arrays
+// too), device memory and the one-device rule still checked.
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj);
+                        PyObject* stream_obj, bool check_args = true);
 // Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
 // each parameter. For tests and for users who want to see what a launch would pass.
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);

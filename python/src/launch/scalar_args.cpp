@@ -74,6 +74,19 @@ bool scalar_value(PyObject* o, std::size_t i, ArgValue& v, Py_buffer& buffer, co
       v.f = d;
       return false;
     }
+    case ScalarClass::complex: {
+      // complex and its subclasses directly; numpy.complex64 through __complex__ (its float parts
+      // become doubles exactly).
+      const Py_complex c = PyComplex_AsCComplex(o);
+      if (c.real == -1.0 && PyErr_Occurred())
+        raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: complex() of the {} failed", kernel, i,
+                                                        type_name(o)));
+      v.kind = ArgValue::Kind::complex;
+      v.f = c.real;
+      v.im = c.imag;
+      v.complex_single = !PyComplex_Check(o);
+      return false;
+    }
     case ScalarClass::bytes:
       v.kind = ArgValue::Kind::bytes;
       v.data = PyBytes_AS_STRING(o);
@@ -102,6 +115,9 @@ ScalarClass classify_scalar(PyObject* o) {
   if (PyBool_Check(o) || std::strcmp(type->tp_name, "numpy.bool") == 0 || std::strcmp(type->tp_name, "numpy.bool_") == 0)
     return ScalarClass::boolean;
   if (PyLong_Check(o) || PyIndex_Check(o)) return ScalarClass::integer;
+  if (PyComplex_Check(o) || std::strcmp(type->tp_name, "numpy.complex64") == 0) return ScalarClass::complex;
+  if (std::strcmp(type->tp_name, "numpy.clongdouble") == 0 || std::strcmp(type->tp_name, "numpy.complex256") == 0)
+    return ScalarClass::other;
   if (PyFloat_Check(o) || (type->tp_as_number && type->tp_as_number->nb_float && !PyObject_CheckBuffer(o)))
     return ScalarClass::floating;
   if (PyBytes_Check(o)) return ScalarClass::bytes;

@@ -11,8 +11,10 @@ namespace jitbridge::python {
 // How a launch argument that is not an array is read, decided by its type alone (the full path
 // and the shortcut agree through this): None; a bool (Python's or NumPy's); an integer (int and
 // anything with __index__); a float (float and anything with __float__ that is not a buffer);
-// bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else.
-enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other };
+// a complex (complex and its subclasses such as numpy.complex128, and numpy.complex64; never as
+// bytes); bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else
+// (numpy.clongdouble included: no parameter type holds it).
+enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other, complex };
 ScalarClass classify_scalar(PyObject* o);
 // An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
 // through __index__. False, with the Python error (if any) left set, otherwise.
