@@ -144,7 +144,7 @@ void check_array(std::string_view kernel, std::size_t index, const Param& p, con
     where.device = a.device.device_id;
     where.first_array = static_cast<int>(index);
   }
-  if (a.readonly && !plan.pointee_const) {
+  if ((a.readonly || a.immutable_producer) && !plan.pointee_const) {
     if (a.immutable_producer)
       fail(ArgumentError::Kind::value, kernel, index, p,
            fmt::format("{} arrays are immutable; declare the parameter const, or pass check_args=False",
@@ -336,40 +336,6 @@ void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
   used_ = end;
   pointers_[i] = at;
   return at;
-}
-
-std::optional<DLDataType> dtype_for_pointee(std::string_view type) {
-  struct Entry {
-    const char* spelling;
-    const char* dtype;
-  };
-  static const Entry table[] = {
-      {"float", "float32"},        {"double", "float64"},       {"__half", "float16"},
-      {"half", "float16"},         {"__nv_bfloat16", "bfloat16"}, {"nv_bfloat16", "bfloat16"},
-      {"int", "int32"},            {"unsigned int", "uint32"},  {"short", "int16"},
-      {"unsigned short", "uint16"}, {"long", "int64"},          {"unsigned long", "uint64"},
-      {"long long", "int64"},      {"unsigned long long", "uint64"}, {"signed char", "int8"},
-      {"char", "int8"},            {"unsigned char", "uint8"},  {"bool", "bool"},
-      {"__nv_fp8_e4m3", "float8_e4m3fn"}, {"__nv_fp8_e5m2", "float8_e5m2"},
-  };
-  for (const Entry& e : table)
-    if (type == e.spelling) return dtype_from_name(e.dtype);
-  if (const int bits = complex_bits(type)) return DLDataType{static_cast<std::uint8_t>(kDLComplex), static_cast<std::uint8_t>(bits), 1};
-  return std::nullopt;
-}
-
-int complex_bits(std::string_view type) {
-  if (type == "float2") return 64;
-  if (type == "double2") return 128;
-  // cuda::std::complex<T>, thrust::complex<T>, either with inline namespaces (cuda::std::__4::).
-  const bool library = type.substr(0, 11) == "cuda::std::" || type.substr(0, 8) == "thrust::";
-  if (!library) return 0;
-  auto ends = [type](std::string_view suffix) {
-    return type.size() >= suffix.size() && type.substr(type.size() - suffix.size()) == suffix;
-  };
-  if (ends("::complex<float>")) return 64;
-  if (ends("::complex<double>")) return 128;
-  return 0;
 }
 
 std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given) {

@@ -1,5 +1,8 @@
-// vector_types.cpp — CUDA vector type names (vector_types.h, cuda_fp16/bf16/fp8.h) to a scalar dtype and lanes.
+// vector_types.cpp — CUDA type spellings to dtypes: pointees (float, __half, ...), vector types (float4 -> float32 x 4)
+// and complex types (float2, cuda::std::complex<float>, ...).
 #include "jitbridge/vector_types.hpp"
+
+#include "jitbridge/arguments.hpp"
 
 namespace jitbridge {
 
@@ -46,6 +49,40 @@ std::optional<VectorType> vector_type(std::string_view s) {
     return VectorType{scalar, lanes};
   }
   return std::nullopt;
+}
+
+std::optional<DLDataType> dtype_for_pointee(std::string_view type) {
+  struct Entry {
+    const char* spelling;
+    const char* dtype;
+  };
+  static const Entry table[] = {
+      {"float", "float32"},        {"double", "float64"},       {"__half", "float16"},
+      {"half", "float16"},         {"__nv_bfloat16", "bfloat16"}, {"nv_bfloat16", "bfloat16"},
+      {"int", "int32"},            {"unsigned int", "uint32"},  {"short", "int16"},
+      {"unsigned short", "uint16"}, {"long", "int64"},          {"unsigned long", "uint64"},
+      {"long long", "int64"},      {"unsigned long long", "uint64"}, {"signed char", "int8"},
+      {"char", "int8"},            {"unsigned char", "uint8"},  {"bool", "bool"},
+      {"__nv_fp8_e4m3", "float8_e4m3fn"}, {"__nv_fp8_e5m2", "float8_e5m2"},
+  };
+  for (const Entry& e : table)
+    if (type == e.spelling) return dtype_from_name(e.dtype);
+  if (const int bits = complex_bits(type)) return DLDataType{static_cast<std::uint8_t>(kDLComplex), static_cast<std::uint8_t>(bits), 1};
+  return std::nullopt;
+}
+
+int complex_bits(std::string_view type) {
+  if (type == "float2") return 64;
+  if (type == "double2") return 128;
+  // cuda::std::complex<T>, thrust::complex<T>, either with inline namespaces (cuda::std::__4::).
+  const bool library = type.substr(0, 11) == "cuda::std::" || type.substr(0, 8) == "thrust::";
+  if (!library) return 0;
+  auto ends = [type](std::string_view suffix) {
+    return type.size() >= suffix.size() && type.substr(type.size() - suffix.size()) == suffix;
+  };
+  if (ends("::complex<float>")) return 64;
+  if (ends("::complex<double>")) return 128;
+  return 0;
 }
 
 }  // namespace jitbridge

@@ -91,8 +91,8 @@ struct ArrayView {
   Dims shape;
   Dims strides;                   // in elements, always filled (C-contiguous when the producer gave none)
   bool readonly = false;
-  // Set (with readonly) for arrays of a producer whose arrays are immutable although it exports
-  // them writable (JAX): the producer's name, for the refusal's message. nullptr otherwise.
+  // The producer's name (JAX) when its arrays are immutable although it exports them writable:
+  // kernels take them only through const pointees (pack_argument). nullptr otherwise.
   const char* immutable_producer = nullptr;
   // Keeps the producer's memory alive as long as the view (and its copies) exist: a DLPack
   // managed tensor whose deleter runs exactly once when the last copy goes, a Python object

@@ -424,8 +424,11 @@ bool view_array(PyObject* obj, const TypeAdapter& a, CUstream consumer, ArrayVie
   consumer = normalize_stream(consumer);
   try {
     const bool got = view_by_protocol(obj, a, consumer, view, arg);
-    view.immutable_producer = got ? a.immutable_producer : nullptr;
-    if (got && a.immutable_producer) view.readonly = true;
+    // Kept beside the producer's read-only flag (not in it): as_array() views and re-exports keep
+    // what the producer said; packing refuses such arrays for non-const pointees.
+    // (jitbridge's own views carry the flag of what they view; the launch path reuses views, so
+    // every other protocol sets it afresh.)
+    if (got && a.protocol != Protocol::jitbridge) view.immutable_producer = a.immutable_producer;
     return got;
   } catch (const InteropError& e) {
     raise_interop(e);
