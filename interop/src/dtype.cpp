@@ -52,6 +52,7 @@ const Named kNames[] = {
 }  // namespace
 
 std::string dtype_name(DLDataType dtype) {
+  if (is_opaque_bytes(dtype)) return fmt::format("void{}", 8 * static_cast<unsigned>(dtype.lanes));
   DLDataType scalar{dtype.code, dtype.bits, 1};
   for (const Named& n : kNames) {
     if (n.dtype == scalar)
@@ -63,6 +64,15 @@ std::string dtype_name(DLDataType dtype) {
 std::optional<DLDataType> dtype_from_name(std::string_view name) {
   for (const Named& n : kNames)
     if (name == n.name) return n.dtype;
+  // NumPy's name of a structured or raw-bytes dtype: "void<bits>" (np.dtype([...]).name).
+  if (name.size() > 4 && name.substr(0, 4) == "void" && name.size() <= 11) {
+    std::uint64_t bits = 0;
+    for (char c : name.substr(4)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      bits = bits * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (bits % 8 == 0 && bits >= 8 && bits / 8 <= 0xffff) return opaque_bytes(static_cast<std::size_t>(bits / 8));
+  }
   return std::nullopt;
 }
 
@@ -97,7 +107,10 @@ DLDataType dtype_from_typestr(std::string_view typestr, std::string_view arg) {
     case 'u': if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) return make(kDLUInt); break;
     case 'f': if (bytes == 2 || bytes == 4 || bytes == 8) return make(kDLFloat); break;
     case 'c': if (bytes == 8 || bytes == 16) return make(kDLComplex); break;
-    case 'V': if (bytes == 2) return make(kDLBfloat); break;  // torch exports bfloat16 as "<V2"
+    case 'V':
+      if (bytes == 2) return make(kDLBfloat);  // torch exports bfloat16 as "<V2"
+      if (bytes >= 1) return opaque_bytes(static_cast<std::size_t>(bytes));  // structured items (|V<n>)
+      break;
     default: break;
   }
   throw InteropError(InteropError::Kind::value,
@@ -105,6 +118,7 @@ DLDataType dtype_from_typestr(std::string_view typestr, std::string_view arg) {
 }
 
 std::string typestr_of(DLDataType dtype) {
+  if (is_opaque_bytes(dtype)) return fmt::format("|V{}", dtype.lanes);
   if (dtype.lanes != 1)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("dtype {} has no __cuda_array_interface__ typestr", dtype_name(dtype)));

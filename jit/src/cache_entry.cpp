@@ -122,6 +122,8 @@ std::string serialize_record(const std::string& key, const CacheRecord& record) 
       w.u64(prm.size);
       w.u64(prm.align);
       w.str(prm.spelling);
+      w.u64(prm.pointee_size);
+      w.u64(prm.pointee_align);
     }
   }
   w.str(p.link_input);
@@ -177,7 +179,7 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
     k.resources = read_resources(r);
     if (r.u64()) {
       Signature sig;
-      for (std::uint64_t m = r.count(48), j = 0; j < m; ++j) {
+      for (std::uint64_t m = r.count(64), j = 0; j < m; ++j) {
         Param prm;
         prm.kind = r.u64() ? Param::Kind::pointer : Param::Kind::value;
         prm.type = r.str();
@@ -185,6 +187,8 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
         prm.size = r.u64();
         prm.align = r.u64();
         prm.spelling = r.str();
+        prm.pointee_size = r.u64();
+        prm.pointee_align = r.u64();
         sig.params.push_back(std::move(prm));
       }
       k.signature = std::move(sig);

@@ -22,7 +22,7 @@ using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
-// 6: Program::link_input / linked in the entry (separate compilation).
+// 6: Program::link_input / linked in the entry (separate compilation); pointee size/alignment in the probe.
 constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "jitbridge/checked.hpp"
+#include "jitbridge/vector_types.hpp"
 
 namespace jitbridge {
 namespace {
@@ -49,6 +50,7 @@ std::string describe(const ArgValue& v) {
     case ArgValue::Kind::array: return fmt::format("a {} array on {}", dtype_name(v.array->dtype), device_name(v.array->device));
     case ArgValue::Kind::null_pointer: return "None";
     case ArgValue::Kind::bytes: return fmt::format("{} bytes", v.size);
+    case ArgValue::Kind::complex: return v.python_type ? v.python_type : "a complex";
     default: return v.python_type ? v.python_type : "a number";
   }
 }
@@ -81,6 +83,54 @@ bool tensor_view_type(std::string_view type, std::string& element, int& rank, bo
   return error == std::errc() && end == digits.data() + digits.size() && rank > 0;
 }
 
+// The alignment rule of vector and struct pointees: element 0 at a multiple of alignof(pointee).
+void check_alignment(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a,
+                     const ParamPlan& plan) {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(a.ptr());
+  if (plan.pointee_align > 1 && address % plan.pointee_align != 0)
+    fail(ArgumentError::Kind::value, kernel, index, p,
+         fmt::format("alignment: the array starts at {:#x}, which is not {}-byte aligned as '{}*' needs "
+                     "(alignof({}) is {})", address, plan.pointee_align, plan.element, plan.element,
+                     plan.pointee_align));
+}
+
+// float4*, __half2*, ...: the scalar dtype in a multiple of the lanes (or the vector dtype itself,
+// or complex for float2/double2), aligned to the vector type.
+void check_vector_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a,
+                        const ParamPlan& plan) {
+  const DLDataType vector{plan.dtype.code, plan.dtype.bits, static_cast<std::uint16_t>(plan.lanes)};
+  const bool scalar = a.dtype == plan.dtype;
+  if (!scalar && a.dtype != vector && !(plan.has_alt_dtype && a.dtype == plan.alt_dtype)) {
+    std::string takes = dtype_name(plan.dtype);
+    if (plan.has_alt_dtype) takes += " or " + dtype_name(plan.alt_dtype);
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("dtype: got a {} array; '{}*' takes {}", dtype_name(a.dtype), plan.element, takes));
+  }
+  if (scalar && plan.lanes > 1) {
+    const std::int64_t n = a.size();
+    if (n % plan.lanes != 0)
+      fail(ArgumentError::Kind::value, kernel, index, p,
+           fmt::format("count: '{}*' reads {} {} per element; the array has {} elements, not a multiple of {}",
+                       plan.element, plan.lanes, dtype_name(plan.dtype), n, plan.lanes));
+  }
+  check_alignment(kernel, index, p, a, plan);
+}
+
+// Pointers to user structs: a structured dtype of the struct's size, aligned to the struct.
+void check_struct_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a,
+                        const ParamPlan& plan) {
+  if (!is_opaque_bytes(a.dtype))
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("dtype: got a {} array; '{}*' points to a {}-byte struct: pass an array of a structured dtype "
+                     "of {} bytes (NumPy/CuPy dtype with align=True), or declare the parameter void*",
+                     dtype_name(a.dtype), plan.element, plan.pointee_size, plan.pointee_size));
+  if (a.dtype.lanes != plan.pointee_size)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("size: the array's items have {} bytes; '{}' has {} (sizeof, with padding: build the "
+                     "structured dtype with align=True)", a.dtype.lanes, plan.element, plan.pointee_size));
+  check_alignment(kernel, index, p, a, plan);
+}
+
 void check_array(std::string_view kernel, std::size_t index, const Param& p, const ArrayView& a, const ParamPlan& plan,
                  PackResult& where) {
   if (!is_cuda(a.device))
@@ -94,13 +144,26 @@ void check_array(std::string_view kernel, std::size_t index, const Param& p, con
     where.device = a.device.device_id;
     where.first_array = static_cast<int>(index);
   }
-  if (a.readonly && !plan.pointee_const)
+  if ((a.readonly || a.immutable_producer) && !plan.pointee_const) {
+    if (a.immutable_producer)
+      fail(ArgumentError::Kind::value, kernel, index, p,
+           fmt::format("{} arrays are immutable; declare the parameter const, or pass check_args=False",
+                       a.immutable_producer));
     fail(ArgumentError::Kind::value, kernel, index, p, "the array is read-only; the parameter needs a const pointee");
+  }
   if (plan.any_dtype) return;
+  if (plan.struct_items) {
+    check_struct_array(kernel, index, p, a, plan);
+    return;
+  }
   if (!plan.has_dtype)
     fail(ArgumentError::Kind::type, kernel, index, p,
          fmt::format("got {}; a '{}*' parameter takes no array (declare it void* to pass raw memory)",
                      describe(ArgValue{ArgValue::Kind::array, &a}), plan.element));
+  if (plan.lanes > 1 || plan.has_alt_dtype) {
+    check_vector_array(kernel, index, p, a, plan);
+    return;
+  }
   if (!pointee_accepts(false, plan.char_like, plan.dtype, a.dtype))
     fail(ArgumentError::Kind::type, kernel, index, p,
          fmt::format("got a {} array; '{}*' takes {}", dtype_name(a.dtype), plan.element, dtype_name(plan.dtype)));
@@ -150,9 +213,38 @@ std::size_t lay_out(const Signature& signature, std::vector<std::size_t>* offset
   return used;
 }
 
+// A complex parameter (float2/double2 and the complex class templates) takes a complex value, the
+// real part first. Real numbers are refused: the parameter's exact type is complex.
+void pack_complex(std::string_view kernel, std::size_t index, const Param& p, Scalar kind, const ArgValue& v,
+                  ArgBuffer& out) {
+  if (v.kind != ArgValue::Kind::complex)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("got {}; '{}' is complex and takes a complex (Python complex, numpy.complex64 or "
+                     "numpy.complex128); real numbers are not converted: pass complex(x, 0)", describe(v), p.type));
+  if (kind == Scalar::complex64) {
+    if (!v.complex_single && (!float32_fits(v.f) || !float32_fits(v.im)))
+      fail(ArgumentError::Kind::overflow, kernel, index, p,
+           fmt::format("({}{:+}j) is out of range for '{}' (its parts are float)", v.f, v.im, p.type));
+    const float parts[2] = {static_cast<float>(v.f), static_cast<float>(v.im)};
+    write(kernel, out, index, p, parts, sizeof parts);
+    return;
+  }
+  if (v.complex_single)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("got numpy.complex64; '{}' is complex of double: pass a Python complex or numpy.complex128",
+                     p.type));
+  const double parts[2] = {v.f, v.im};
+  write(kernel, out, index, p, parts, sizeof parts);
+}
+
 void pack_scalar(std::string_view kernel, std::size_t index, const Param& p, Scalar kind, std::size_t size,
                  const ArgValue& v, ArgBuffer& out) {
   using K = ArgValue::Kind;
+  if (kind == Scalar::complex64 || kind == Scalar::complex128) return pack_complex(kernel, index, p, kind, v, out);
+  if (v.kind == K::complex)
+    fail(ArgumentError::Kind::type, kernel, index, p,
+         fmt::format("got {}; '{}' is not complex (complex values go only into cuComplex, cuDoubleComplex, float2, "
+                     "double2, cuda::std::complex and thrust::complex parameters)", describe(v), p.type));
   const bool integral = v.kind == K::signed_integer || v.kind == K::unsigned_integer || v.kind == K::boolean;
   switch (kind) {
     case Scalar::boolean:
@@ -246,29 +338,6 @@ void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
   return at;
 }
 
-std::optional<DLDataType> dtype_for_pointee(std::string_view type) {
-  struct Entry {
-    const char* spelling;
-    const char* dtype;
-  };
-  static const Entry table[] = {
-      {"float", "float32"},        {"double", "float64"},       {"__half", "float16"},
-      {"half", "float16"},         {"__nv_bfloat16", "bfloat16"}, {"nv_bfloat16", "bfloat16"},
-      {"int", "int32"},            {"unsigned int", "uint32"},  {"short", "int16"},
-      {"unsigned short", "uint16"}, {"long", "int64"},          {"unsigned long", "uint64"},
-      {"long long", "int64"},      {"unsigned long long", "uint64"}, {"signed char", "int8"},
-      {"char", "int8"},            {"unsigned char", "uint8"},  {"bool", "bool"},
-      {"float2", "complex64"},     {"double2", "complex128"},   {"__nv_fp8_e4m3", "float8_e4m3fn"},
-      {"__nv_fp8_e5m2", "float8_e5m2"}, {"thrust::complex<float>", "complex64"},
-      {"thrust::complex<double>", "complex128"}, {"cuda::std::__4::complex<float>", "complex64"},
-      {"cuda::std::__4::complex<double>", "complex128"}, {"cuda::std::complex<float>", "complex64"},
-      {"cuda::std::complex<double>", "complex128"},
-  };
-  for (const Entry& e : table)
-    if (type == e.spelling) return dtype_from_name(e.dtype);
-  return std::nullopt;
-}
-
 std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given) {
   const std::size_t n = signature.params.size();
   return fmt::format("{}{} takes {} argument{}, {} given", kernel_name, signature.to_string(), n, n == 1 ? "" : "s", given);
@@ -290,6 +359,10 @@ std::vector<ParamPlan> plan_signature(const Signature& signature) {
       plan.rank = rank;
     } else if (scalar_for(p.type, plan.scalar, plan.scalar_size)) {
       plan.kind = ParamPlan::Kind::scalar;
+    } else if (const int bits = complex_bits(p.type); bits && p.size == static_cast<std::size_t>(bits / 8)) {
+      plan.kind = ParamPlan::Kind::scalar;
+      plan.scalar = bits == 64 ? Scalar::complex64 : Scalar::complex128;
+      plan.scalar_size = p.size;
     } else {
       plan.kind = ParamPlan::Kind::by_value;
     }
@@ -298,14 +371,41 @@ std::vector<ParamPlan> plan_signature(const Signature& signature) {
       plan.pointee_const = element_const;
       plan.any_dtype = element == "void";
       plan.char_like = element == "char";
-      if (std::optional<DLDataType> d = dtype_for_pointee(element)) {
+      plan.pointee_size = p.pointee_size;
+      plan.pointee_align = p.pointee_align;
+      const std::optional<VectorType> vector = vector_type(element);
+      // A vector type whose size the compiler gave differently is not the CUDA one: no rule for it.
+      const bool vector_fits = vector && (p.pointee_size == 0 || p.pointee_size == itemsize(vector->scalar) *
+                                                                                     static_cast<std::size_t>(vector->lanes));
+      if (plan.kind == ParamPlan::Kind::pointer && vector && vector_fits) {
+        plan.has_dtype = true;
+        plan.dtype = vector->scalar;
+        plan.lanes = vector->lanes;
+        if (const int bits = complex_bits(element)) {
+          plan.has_alt_dtype = true;
+          plan.alt_dtype = DLDataType{static_cast<std::uint8_t>(kDLComplex), static_cast<std::uint8_t>(bits), 1};
+        }
+        if (plan.pointee_align == 0) plan.pointee_align = itemsize(vector->scalar);
+      } else if (std::optional<DLDataType> d = dtype_for_pointee(element)) {
         plan.has_dtype = true;
         plan.dtype = *d;
+      } else if (plan.kind == ParamPlan::Kind::pointer && !plan.any_dtype && p.pointee_size > 0 &&
+                 p.pointee_size <= 0xffff) {
+        plan.struct_items = true;
       }
     }
     out.push_back(std::move(plan));
   }
   return out;
+}
+
+std::vector<ParamPlan> unchecked_plan(std::vector<ParamPlan> plan) {
+  for (ParamPlan& p : plan) {
+    if (p.kind != ParamPlan::Kind::pointer && p.kind != ParamPlan::Kind::tensor_view) continue;
+    p.any_dtype = true;
+    p.pointee_const = true;
+  }
+  return plan;
 }
 
 void pack_argument(std::string_view kernel, const Signature& signature, std::size_t index, const ArgValue& v,
@@ -366,6 +466,10 @@ void pack_argument(std::string_view kernel, const Signature& signature, const st
       return;
     case ParamPlan::Kind::by_value:
       // A struct (or any type without a scalar meaning) by value: its bytes, exactly.
+      if (v.kind == K::complex)
+        fail(ArgumentError::Kind::type, kernel, index, p,
+             fmt::format("got {}; '{}' is not complex (complex values go only into cuComplex, cuDoubleComplex, "
+                         "float2, double2, cuda::std::complex and thrust::complex parameters)", describe(v), p.type));
       if (v.kind != K::bytes)
         fail(ArgumentError::Kind::type, kernel, index, p,
              fmt::format("got {}; '{}' is passed by value: give bytes or a NumPy structured scalar of {} bytes",
@@ -404,6 +508,18 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
       if (v.size != size) fail(ArgumentError::Kind::value, kernel, index, p, fmt::format("got {} bytes", v.size));
       write(kernel, out, index, p, v.data, size);
       return;
+    case K::complex:
+      if (size == 8 && (v.complex_single || (float32_fits(v.f) && float32_fits(v.im)))) {
+        const float parts[2] = {static_cast<float>(v.f), static_cast<float>(v.im)};
+        return write(kernel, out, index, p, parts, sizeof parts);
+      }
+      if (size == 8)
+        fail(ArgumentError::Kind::overflow, kernel, index, p, "the complex is out of range for two 4-byte floats");
+      if (size == 16) {
+        const double parts[2] = {v.f, v.im};
+        return write(kernel, out, index, p, parts, sizeof parts);
+      }
+      fail(ArgumentError::Kind::type, kernel, index, p, "a complex needs an 8- or 16-byte parameter");
     case K::floating:
       if (size == 4) {
         // A double outside float's range has no float value (converting it is undefined behaviour).

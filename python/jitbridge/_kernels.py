@@ -23,7 +23,11 @@ class RawKernel(_core._Kernel):
     first array came from, else the legacy default stream. Launches never synchronize the host, so
     they can be captured in CUDA graphs. Keyword options: ``shared_mem`` (dynamic shared memory in
     bytes; above 48 KiB the kernel's limit is raised automatically), ``cluster`` (thread-block
-    cluster dims), ``cooperative``, ``programmatic_dependent``.
+    cluster dims), ``cooperative``, ``programmatic_dependent``, ``check_args``.
+
+    ``check_args=False`` (here for every launch, or per call) turns the argument checks off for
+    people who know better: any array goes into any pointer parameter whatever its dtype, element
+    count, alignment or read-only flag. Host memory and arrays on another device stay refused.
 
     The source is compiled when the RawKernel is made (compile errors raise CompileError then),
     for ``arch`` (default: the current GPU's). Raises KeyError when ``name`` is not a kernel of the
@@ -31,13 +35,14 @@ class RawKernel(_core._Kernel):
     """
 
     def __init__(self, code, name, options=(), name_expressions=None, *, headers=None, include_paths=(),
-                 arch=None, program_name="kernel.cu"):
+                 arch=None, program_name="kernel.cu", check_args=True):
         # options and name_expressions go to compile() as given: it refuses a bare str (which
         # tuple() would split into characters) and names the argument in every error.
         exprs = name_expressions if name_expressions is not None else ()
         program = _core.compile(code, options=options, name_expressions=exprs, headers=headers,
                                 include_paths=include_paths, arch=arch, program_name=program_name)
         super().__init__(_core._Module(program), name)
+        self.check_args = check_args
 
     @property
     def program(self):
@@ -73,7 +78,7 @@ class RawModule:
     """
 
     def __init__(self, code=None, path=None, options=(), name_expressions=None, *, headers=None,
-                 include_paths=(), arch=None, program_name="kernel.cu"):
+                 include_paths=(), arch=None, program_name="kernel.cu", check_args=True):
         if (code is None) == (path is None):
             raise TypeError("RawModule: give exactly one of code= and path=")
         if code is not None:
@@ -91,6 +96,7 @@ class RawModule:
             with open(path, "rb") as f:
                 self._module = _core._Module._from_image(f.read())
         self._functions = {}
+        self._check_args = bool(check_args)
 
     @property
     def program(self):
@@ -116,6 +122,7 @@ class RawModule:
         k = self._functions.get(name)
         if k is None:
             k = RawKernel._from_module(self._module, name)
+            k.check_args = self._check_args
             self._functions[name] = k
         return k
 

@@ -8,6 +8,9 @@
 
 #include "jitbridge/arguments.hpp"
 #include "jitbridge/cache.hpp"
+#include "jitbridge/vector_types.hpp"
+
+#include <fmt/format.h>
 
 using namespace jitbridge;
 
@@ -369,4 +372,185 @@ TEST_CASE("tensor view ranks are parsed without overflow; fit checks hold at 0 b
   CHECK_FALSE(unsigned_fits(1, 0));
   CHECK(signed_fits(-128, 1));
   CHECK_FALSE(signed_fits(128, 1));
+}
+
+namespace {
+
+ArrayView array_at(const char* dtype, std::int64_t n, std::uintptr_t address) {
+  ArrayView v = device_array(dtype);
+  v.data = reinterpret_cast<void*>(address);
+  std::int64_t shape[1] = {n};
+  v.shape.assign(shape, 1);
+  v.strides = contiguous_strides(v.shape);
+  return v;
+}
+
+ArgValue complex_value(double re, double im, bool single = false) {
+  ArgValue v{ArgValue::Kind::complex};
+  v.f = re;
+  v.im = im;
+  v.complex_single = single;
+  v.python_type = single ? "numpy.complex64" : "complex";
+  return v;
+}
+
+const char* const kVectorSource = R"(
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuComplex.h>
+#include <cuda/std/complex>
+struct __align__(16) Big { float v[3]; };
+struct Incomplete;
+extern "C" __global__ void v(float2* a, float3* b, float4* c, double2* d, int2* e, int4* f, uint2* g, uint4* h,
+    char2* i, char4* j, uchar2* k, uchar4* l, short2* m, short4* n, ushort2* o, long2* p, longlong2* q,
+    ulonglong2* r, __half2* s, half2* t, __nv_bfloat162* u, nv_bfloat162* w, double4_16a* x, double4_32a* y,
+    longlong4_32a* z, const float4* cz, Big* big, Incomplete* inc) {}
+extern "C" __global__ void c(cuComplex a, cuFloatComplex b, cuDoubleComplex d, cuda::std::complex<float> e,
+                             cuda::std::complex<double> f, float2 g, double2 h, double x, float4 y) {}
+)";
+
+}  // namespace
+
+TEST_CASE("vector pointers take arrays of their scalar dtype in whole vectors, aligned (real probe signatures)") {
+  const Signature& sig = signature_of(kVectorSource, "v");
+  struct Want {
+    const char* scalar;
+    int lanes;
+    std::size_t align;
+  };
+  const Want want[] = {{"float32", 2, 8},  {"float32", 3, 4},  {"float32", 4, 16}, {"float64", 2, 16},
+                       {"int32", 2, 8},    {"int32", 4, 16},   {"uint32", 2, 8},   {"uint32", 4, 16},
+                       {"int8", 2, 2},     {"int8", 4, 4},     {"uint8", 2, 2},    {"uint8", 4, 4},
+                       {"int16", 2, 4},    {"int16", 4, 8},    {"uint16", 2, 4},   {"int64", 2, 16},
+                       {"int64", 2, 16},   {"uint64", 2, 16},  {"float16", 2, 4},  {"float16", 2, 4},
+                       {"bfloat16", 2, 4}, {"bfloat16", 2, 4}, {"float64", 4, 16}, {"float64", 4, 32},
+                       {"int64", 4, 32},   {"float32", 4, 16}};
+  REQUIRE(sig.params.size() == std::size(want) + 2);
+  const std::uintptr_t base = 0x7f0000000000;  // aligned to everything
+  for (std::size_t i = 0; i < std::size(want); ++i) {
+    const Param& p = sig.params[i];
+    CAPTURE(p.spelling);
+    CHECK(p.pointee_align == want[i].align);
+    CHECK(p.pointee_size == itemsize(*dtype_from_name(want[i].scalar)) * static_cast<std::size_t>(want[i].lanes));
+    ArrayView ok = array_at(want[i].scalar, 12 * want[i].lanes, base);
+    CHECK(as<void*>(pack_one(sig, i, array(ok))) == ok.ptr());
+    // count: one element short of whole vectors
+    ArrayView short_by_one = array_at(want[i].scalar, 12 * want[i].lanes - 1, base);
+    CHECK_THROWS_WITH(pack_one(sig, i, array(short_by_one)),
+                      Catch::Contains(fmt::format("argument {} ({})", i, p.spelling)) && Catch::Contains("count: '") &&
+                          Catch::Contains(fmt::format("reads {} {} per element", want[i].lanes, want[i].scalar)));
+    // alignment: an address one scalar past an aligned one (when that breaks the vector's alignment)
+    const std::size_t step = itemsize(*dtype_from_name(want[i].scalar));
+    if (want[i].align > step) {
+      ArrayView off = array_at(want[i].scalar, 12 * want[i].lanes, base + step);
+      CHECK(error_kind(sig, i, array(off)) == ArgumentError::Kind::value);
+      CHECK_THROWS_WITH(pack_one(sig, i, array(off)),
+                        Catch::Contains("alignment: ") && Catch::Contains(fmt::format("not {}-byte aligned", want[i].align)));
+    }
+    // dtype: another scalar type is refused by name
+    ArrayView wrong = array_at(want[i].scalar[0] == 'b' ? "float32" : "bool", 12 * want[i].lanes, base);
+    CHECK(error_kind(sig, i, array(wrong)) == ArgumentError::Kind::type);
+    CHECK_THROWS_WITH(pack_one(sig, i, array(wrong)), Catch::Contains("dtype: got a "));
+  }
+  // float2* and double2* (cuComplex) keep taking complex arrays, of any count.
+  CHECK_NOTHROW(pack_one(sig, 0, array(array_at("complex64", 5, base))));
+  CHECK_NOTHROW(pack_one(sig, 3, array(array_at("complex128", 5, base))));
+  CHECK(error_kind(sig, 2, array(array_at("complex64", 8, base))) == ArgumentError::Kind::type);
+  // A DLPack vector dtype (float32x4) is a whole float4 per element.
+  ArrayView lanes4 = array_at("float32", 3, base);
+  lanes4.dtype.lanes = 4;
+  CHECK_NOTHROW(pack_one(sig, 2, array(lanes4)));
+  // Read-only arrays only into the const one.
+  ArrayView ro = array_at("float32", 8, base);
+  ro.readonly = true;
+  CHECK_NOTHROW(pack_one(sig, 25, array(ro)));
+  CHECK_THROWS_WITH(pack_one(sig, 2, array(ro)), Catch::Contains("read-only"));
+}
+
+TEST_CASE("struct pointers take structured arrays of the struct's size and alignment") {
+  const Signature& sig = signature_of(kVectorSource, "v");
+  const std::size_t big = sig.params.size() - 2, inc = sig.params.size() - 1;
+  CHECK(sig.params[big].pointee_size == 16);
+  CHECK(sig.params[big].pointee_align == 16);
+  CHECK(sig.params[inc].pointee_size == 0);  // incomplete: no size
+  const std::uintptr_t base = 0x7f0000000000;
+  ArrayView good = array_at("float32", 4, base);
+  good.dtype = opaque_bytes(16);
+  CHECK(dtype_name(good.dtype) == "void128");
+  CHECK(as<void*>(pack_one(sig, big, array(good))) == good.ptr());
+  ArrayView small = good;
+  small.dtype = opaque_bytes(12);  // the packed (align=False) layout of the same fields
+  CHECK(error_kind(sig, big, array(small)) == ArgumentError::Kind::type);
+  CHECK_THROWS_WITH(pack_one(sig, big, array(small)),
+                    Catch::Contains("size: the array's items have 12 bytes; 'Big' has 16"));
+  ArrayView off = array_at("float32", 4, base + 8);
+  off.dtype = opaque_bytes(16);
+  CHECK_THROWS_WITH(pack_one(sig, big, array(off)), Catch::Contains("alignment: ") && Catch::Contains("16-byte"));
+  CHECK_THROWS_WITH(pack_one(sig, big, array(array_at("float32", 4, base))),
+                    Catch::Contains("dtype: got a float32 array") && Catch::Contains("structured dtype of 16 bytes"));
+  CHECK_THROWS_WITH(pack_one(sig, inc, array(good)), Catch::Contains("declare it void*"));
+}
+
+TEST_CASE("check_args=False: any array into any pointer; device memory and one device still required") {
+  const Signature& sig = signature_of(kVectorSource, "v");
+  const std::vector<ParamPlan> plan = unchecked_plan(plan_signature(sig));
+  ArgBuffer buf;
+  buf.reset(sig);
+  PackResult where;
+  ArrayView odd = array_at("int8", 3, 0x7f0000000001);
+  odd.readonly = true;
+  CHECK_NOTHROW(pack_argument("v", sig, plan, 0, array(odd), buf, where));
+  ArrayView host = array_at("float32", 8, 0x7f0000000000);
+  host.device = {kDLCPU, 0};
+  CHECK_THROWS_WITH(pack_argument("v", sig, plan, 1, array(host), buf, where), Catch::Contains("device memory"));
+  ArrayView other = array_at("float32", 8, 0x7f0000000000);
+  other.device = {kDLCUDA, 1};
+  CHECK_THROWS_WITH(pack_argument("v", sig, plan, 1, array(other), buf, where), Catch::Contains("one device"));
+}
+
+TEST_CASE("complex values pack at the parameter's exact type, real part first") {
+  const Signature& sig = signature_of(kVectorSource, "c");
+  REQUIRE(sig.params.size() == 9);
+  for (std::size_t i : {0, 1, 3, 5}) {  // the float forms (the probe prints cuComplex as float2)
+    CAPTURE(sig.params[i].spelling);
+    const std::string b = pack_one(sig, i, complex_value(1.5, -2.25));
+    float parts[2];
+    std::memcpy(parts, b.data(), 8);
+    CHECK(parts[0] == 1.5f);
+    CHECK(parts[1] == -2.25f);
+    CHECK(pack_one(sig, i, complex_value(3, 4, true)).size() == 8);
+    CHECK(error_kind(sig, i, complex_value(1e39, 0)) == ArgumentError::Kind::overflow);
+    CHECK(error_kind(sig, i, complex_value(0, -1e39)) == ArgumentError::Kind::overflow);
+    CHECK_NOTHROW(pack_one(sig, i, complex_value(INFINITY, NAN)));
+  }
+  for (std::size_t i : {2, 4, 6}) {  // the double forms
+    CAPTURE(sig.params[i].spelling);
+    const std::string b = pack_one(sig, i, complex_value(1e300, 0.1));
+    double parts[2];
+    std::memcpy(parts, b.data(), 16);
+    CHECK(parts[0] == 1e300);
+    CHECK(parts[1] == 0.1);
+    CHECK_THROWS_WITH(pack_one(sig, i, complex_value(1, 2, true)), Catch::Contains("numpy.complex64"));
+  }
+  CHECK_THROWS_WITH(pack_one(sig, 2, real(1.0)), Catch::Contains("real numbers are not converted"));
+  CHECK(error_kind(sig, 2, integer(1)) == ArgumentError::Kind::type);
+  CHECK_THROWS_WITH(pack_one(sig, 7, complex_value(1, 2)), Catch::Contains("is not complex"));
+  CHECK_THROWS_WITH(pack_one(sig, 8, complex_value(1, 2)), Catch::Contains("is not complex"));
+  CHECK(complex_bits("cuda::std::__4::complex<float>") == 64);
+  CHECK(complex_bits("thrust::complex<double>") == 128);
+  CHECK(complex_bits("thrust::detail::complex<int>") == 0);
+  CHECK(complex_bits("my::complex<float>") == 0);
+}
+
+TEST_CASE("vector type names") {
+  CHECK(vector_type("float4")->lanes == 4);
+  CHECK(dtype_name(vector_type("ulonglong2")->scalar) == "uint64");
+  CHECK(dtype_name(vector_type("__nv_bfloat162")->scalar) == "bfloat16");
+  CHECK(vector_type("double4_32a")->lanes == 4);
+  CHECK_FALSE(vector_type("float4_32a"));  // only 8-byte scalars have the aligned forms
+  CHECK_FALSE(vector_type("float5"));
+  CHECK_FALSE(vector_type("float"));
+  CHECK_FALSE(vector_type("4"));
+  CHECK_FALSE(vector_type(""));
+  CHECK_FALSE(vector_type("_32a"));
 }

@@ -35,7 +35,8 @@ static __global__ void plain(char c) {}
 TEST_CASE("parse_probe reads types, sizes and alignments") {
   auto sig = parse_probe(
       "__jitbridge_layout<void (*)(float const*, __half*, int, Params, unsigned long long), "
-      "8ull, 8ull, 4ull, 16ull, 8ull, 8ull, 8ull, 4ull, 8ull, 8ull>");
+      "8ull, 8ull, 4ull, 16ull, 8ull, 8ull, 8ull, 4ull, 8ull, 8ull, "
+      "4ull, 2ull, 0ull, 0ull, 0ull, 4ull, 2ull, 0ull, 0ull, 0ull>");
   REQUIRE(sig);
   REQUIRE(sig->params.size() == 5);
   CHECK(sig->params[0].kind == Param::Kind::pointer);
@@ -45,6 +46,11 @@ TEST_CASE("parse_probe reads types, sizes and alignments") {
   CHECK(sig->params[3].size == 16);
   CHECK(sig->params[3].align == 8);
   CHECK(sig->to_string() == "(float const*, __half*, int, Params, unsigned long long)");
+  CHECK(sig->params[0].pointee_size == 4);
+  CHECK(sig->params[0].pointee_align == 4);
+  CHECK(sig->params[1].pointee_size == 2);
+  CHECK(sig->params[1].pointee_align == 2);
+  CHECK(sig->params[2].pointee_size == 0);  // no pointer
 
   auto empty = parse_probe("__jitbridge_layout<void (*)()>");
   REQUIRE(empty);
@@ -52,6 +58,8 @@ TEST_CASE("parse_probe reads types, sizes and alignments") {
   CHECK_FALSE(parse_probe("__jitbridge_layout<void>"));  // a name expression that is no kernel
   CHECK_THROWS(parse_probe("void something_else<int>()"));
   CHECK_THROWS(parse_probe("__jitbridge_layout<void (*)(int, int), 4ull>"));
+  // The format before pointee sizes (two values per parameter) is refused, not misread.
+  CHECK_THROWS(parse_probe("__jitbridge_layout<void (*)(int, int), 4ull, 4ull, 4ull, 4ull>"));
 }
 
 TEST_CASE("parse_param tells pointers, const pointees and values apart") {

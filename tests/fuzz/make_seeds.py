@@ -32,19 +32,23 @@ def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", op
             out += u64(0)
             continue
         out += u64(1) + u64(len(params))
-        for pointer, typ, const, size, align, spelling in params:
+        for param in params:
+            pointer, typ, const, size, align, spelling = param[:6]
+            pointee_size, pointee_align = param[6:] or (0, 0)
             out += u64(pointer) + s(typ) + u64(const) + u64(size) + u64(align) + s(spelling)
+            out += u64(pointee_size) + u64(pointee_align)
     out += s(link_input) + u64(ltoir) + u64(linked)
     return out
 
 
-SAXPY = [(1, "float", 1, 8, 8, "float const*"), (1, "float", 0, 8, 8, "float*"), (0, "int", 0, 4, 4, "int")]
+SAXPY = [(1, "float", 1, 8, 8, "float const*", 4, 4), (1, "float", 0, 8, 8, "float*", 4, 4), (0, "int", 0, 4, 4, "int")]
 SEEDS = {
     "empty-program": payload(),
     "saxpy": payload(kernels=[("saxpy", [(0, "float", 0, 4, 4, "float")] + SAXPY)], options=["-arch=sm_90"]),
     "template": payload(kernels=[("fill<float>", [(1, "float", 0, 8, 8, "float*")])],
                         lowered=[("fill<float>", "_Z4fillIfEvPT_")]),
     "no-signature": payload(kernels=[("k", None)]),
+    "vector-pointee": payload(kernels=[("k", [(1, "float4", 0, 8, 8, "float4*", 16, 16), (1, "void", 1, 8, 8, "void const*")])]),
     "damaged-sizes": payload(kernels=[("k", [(0, "Params", 0, 2**64 - 1, 2**63, "Params")])]),
     "negative-time": payload(recorded=2**63),
     "dependency": payload(deps=[("/usr/include/stdio.h", 1, 1, "0" * 32)]),

@@ -29,7 +29,15 @@ class InteropError : public std::runtime_error {
 // NumPy-style name of a DLPack dtype: "float32", "bfloat16", "bool", "complex64",
 // "float8_e4m3fn", "int8"; lanes > 1 print as "float32x4". Unknown codes: "dtype(code=..)".
 std::string dtype_name(DLDataType dtype);
-// The dtype for a NumPy-style name (also "half", "float", "double", "bf16"); nullopt if unknown.
+// Items of `bytes` opaque bytes (a NumPy/CuPy structured dtype, typestr "|V<n>"; DLPack has no such
+// type): {kDLOpaqueHandle, 8 bits, lanes = bytes}, so itemsize() is `bytes`. Named "void<bits>"
+// as NumPy names them ("void128" for 16 bytes). 1 <= bytes <= 65535.
+inline DLDataType opaque_bytes(std::size_t bytes) {
+  return DLDataType{static_cast<std::uint8_t>(kDLOpaqueHandle), 8, static_cast<std::uint16_t>(bytes)};
+}
+inline bool is_opaque_bytes(DLDataType d) { return d.code == kDLOpaqueHandle && d.bits == 8 && d.lanes >= 1; }
+// The dtype for a NumPy-style name (also "half", "float", "double", "bf16", "void<bits>" for
+// opaque_bytes); nullopt if unknown.
 std::optional<DLDataType> dtype_from_name(std::string_view name);
 // Bytes per element (lanes included); 1 for bool; 0 for sub-byte types.
 std::size_t itemsize(DLDataType dtype);
@@ -83,6 +91,9 @@ struct ArrayView {
   Dims shape;
   Dims strides;                   // in elements, always filled (C-contiguous when the producer gave none)
   bool readonly = false;
+  // The producer's name (JAX) when its arrays are immutable although it exports them writable:
+  // kernels take them only through const pointees (pack_argument). nullptr otherwise.
+  const char* immutable_producer = nullptr;
   // Keeps the producer's memory alive as long as the view (and its copies) exist: a DLPack
   // managed tensor whose deleter runs exactly once when the last copy goes, a Python object
   // reference, or nothing for raw pointers without an owner. Deleters never throw.

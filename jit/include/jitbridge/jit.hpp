@@ -47,6 +47,10 @@ struct Param {
   std::size_t size = 0;    // bytes the parameter occupies in the argument buffer
   std::size_t align = 0;   // its alignment in the argument buffer
   std::string spelling;    // the whole type as the compiler printed it: "float const*"
+  // Pointers: sizeof and alignof the pointee, as the compiler sees them (16 and 16 for float4*);
+  // 0 for void, function and incomplete pointees, and for parameters that are no pointers.
+  std::size_t pointee_size = 0;
+  std::size_t pointee_align = 0;
 };
 
 struct Signature {

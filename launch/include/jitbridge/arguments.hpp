@@ -28,12 +28,14 @@ class ArgumentError : public std::runtime_error {
 // One argument as the caller gave it, before it meets a parameter. Borrowed: `array` and
 // `bytes` point into storage the caller keeps alive until pack_argument returns.
 struct ArgValue {
-  enum class Kind { array, null_pointer, signed_integer, unsigned_integer, floating, boolean, bytes };
+  enum class Kind { array, null_pointer, signed_integer, unsigned_integer, floating, boolean, bytes, complex };
   Kind kind = Kind::null_pointer;
   const ArrayView* array = nullptr;  // Kind::array
   std::int64_t i = 0;                // signed_integer, boolean (0/1)
   std::uint64_t u = 0;               // unsigned_integer (values above INT64_MAX)
-  double f = 0;                      // floating
+  double f = 0;                      // floating; complex: the real part
+  double im = 0;                     // complex: the imaginary part
+  bool complex_single = false;       // complex: numpy.complex64 (both parts are floats)
   const void* data = nullptr;        // bytes
   std::size_t size = 0;              // bytes
   const char* python_type = nullptr; // the caller's type name for messages ("float", "numpy.float64")
@@ -80,12 +82,15 @@ class ArgBuffer {
 // "__nv_bfloat16" -> bfloat16, "int" -> int32, "float2" -> complex64, ...). nullopt for "void"
 // (any dtype) and for types without a dtype (structs), which take no arrays.
 std::optional<DLDataType> dtype_for_pointee(std::string_view type);
+// 64 for the complex-of-float spellings (float2, cuda::std[::__N]::complex<float>,
+// thrust[::...]::complex<float>), 128 for their double forms (double2, ...), else 0.
+int complex_bits(std::string_view type);
 
 // What packing needs to know of one parameter, worked out once per signature (so a launch does
 // no string comparisons).
 struct ParamPlan {
   enum class Kind { pointer, tensor_view, scalar, by_value };
-  enum class Scalar { signed_int, unsigned_int, floating, half, bfloat16, boolean };
+  enum class Scalar { signed_int, unsigned_int, floating, half, bfloat16, boolean, complex64, complex128 };
   Kind kind = Kind::by_value;
   bool any_dtype = false;      // void*: any array
   bool has_dtype = false;      // the pointee/element type maps to a dtype
@@ -94,10 +99,23 @@ struct ParamPlan {
   bool pointee_const = false;  // const T* / Tensor<const T, N>
   std::string element;         // pointee/element type spelling, for messages
   int rank = 0;                // tensor views
+  // Pointers to CUDA vector types (float4*, __half2*): `dtype` is the scalar dtype and each pointee
+  // holds `lanes` of it; arrays must hold a multiple of `lanes` elements. 1 otherwise.
+  int lanes = 1;
+  bool has_alt_dtype = false;  // float2* / double2*: complex64 / complex128 arrays too
+  DLDataType alt_dtype{};
+  // Pointers to user structs (a complete pointee that has no dtype): arrays of a structured dtype
+  // (opaque_bytes) of exactly pointee_size bytes per item.
+  bool struct_items = false;
+  std::size_t pointee_size = 0, pointee_align = 0;  // from the signature (0: unknown)
   Scalar scalar = Scalar::signed_int;
   std::size_t scalar_size = 0;
 };
 std::vector<ParamPlan> plan_signature(const Signature& signature);
+// The plan of a launch whose argument checks the caller turned off (check_args=False): every
+// pointer (and tensor view) takes an array of any dtype, count and alignment, read-only ones too.
+// Device memory and the one-device rule still hold; scalars keep their rules.
+std::vector<ParamPlan> unchecked_plan(std::vector<ParamPlan> plan);
 
 // The acceptance rules pack_argument applies, as predicates (pack_argument adds the messages; the
 // Python launch shortcut asks them alone).
@@ -129,9 +147,14 @@ struct PackResult {
 
 // Writes argument `index` (`value`) into `out` as parameter `param` of `kernel_name` wants it.
 // Checks: arrays only into pointer parameters (or jitbridge::Tensor<T, N> views), pointee type
-// against dtype (void* takes any), read-only arrays only into const pointees, device memory only
+// against dtype (void* takes any; a vector type such as float4 takes its scalar dtype in a
+// multiple of its lanes, at an address aligned to alignof(float4); a user struct takes a
+// structured dtype of its size, aligned to its alignment), read-only arrays only into const
+// pointees, device memory only
 // (host memory refused), all arrays on one device; scalars exactly into the parameter's type
-// with range checks (2**40 into int: OverflowError; 1.5 into int: TypeError); bytes of exactly
+// with range checks (2**40 into int: OverflowError; 1.5 into int: TypeError); complex values only
+// into complex parameters (float2, double2, cuda::std/thrust complex; parts must fit float for the
+// float forms; numpy.complex64 only into those); bytes of exactly
 // the parameter's size for structs; and that the signature's size for the parameter is the size
 // of what gets written (a damaged signature is refused, never written past). Throws ArgumentError
 // naming the kernel, the parameter and the reason.

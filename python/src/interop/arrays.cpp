@@ -44,21 +44,32 @@ const DLPackExchangeAPI* exchange_api_of(PyTypeObject* type) {
   return nullptr;
 }
 
-bool is_cupy_type(PyTypeObject* type) {
+// The type's __module__ ("" when it has none, or none as str).
+std::string module_of(PyTypeObject* type) {
   PyObject* module = PyObject_GetAttr(reinterpret_cast<PyObject*>(type), interned_names().module);
   if (!module) {
     PyErr_Clear();
-    return false;
+    return {};
   }
-  bool cupy = false;
+  std::string out;
   if (PyUnicode_Check(module)) {
     Py_ssize_t n = 0;
     const char* s = PyUnicode_AsUTF8AndSize(module, &n);
     if (!s) PyErr_Clear();
-    else cupy = n >= 4 && std::strncmp(s, "cupy", 4) == 0;  // cupy, cupy._core.core, cupyx...
+    else out.assign(s, static_cast<std::size_t>(n));
   }
   Py_DECREF(module);
-  return cupy;
+  return out;
+}
+
+bool is_cupy_type(PyTypeObject* type) {
+  return module_of(type).rfind("cupy", 0) == 0;  // cupy, cupy._core.core, cupyx...
+}
+
+// jax, jax.*, jaxlib, jaxlib.* (jax.Array's implementation lives in jaxlib).
+bool is_jax_type(PyTypeObject* type) {
+  const std::string m = module_of(type);
+  return m == "jax" || m.rfind("jax.", 0) == 0 || m == "jaxlib" || m.rfind("jaxlib.", 0) == 0;
 }
 
 TypeAdapter make_adapter(PyTypeObject* type) {
@@ -68,6 +79,7 @@ TypeAdapter make_adapter(PyTypeObject* type) {
     return a;
   }
   a.cupy = is_cupy_type(type);
+  if (is_jax_type(type)) a.immutable_producer = "JAX";
   if ((a.api = exchange_api_of(type))) a.protocol = Protocol::exchange_api;
   // Exactly cupy.ndarray / numba's DeviceNDArray: their CAI fields, read from attributes (each
   // builds its CAI dict in Python, ~0.9 us an array); subclasses keep the protocols below.
@@ -391,18 +403,33 @@ bool view_array(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
   return view_array(obj, adapter_for(Py_TYPE(obj)), consumer, view, arg);
 }
 
+namespace {
+
+bool view_by_protocol(PyObject* obj, const TypeAdapter& a, CUstream consumer, ArrayView& view, const char* arg) {
+  switch (a.protocol) {
+    case Protocol::jitbridge: return view_own(obj, consumer, view, arg);
+    case Protocol::exchange_api: view_exchange(obj, *a.api, consumer, view, arg); return true;
+    case Protocol::dlpack: view_dlpack(obj, consumer, view, arg); return true;
+    case Protocol::cuda_array_interface: view_cai(obj, consumer, view, arg); return true;
+    case Protocol::cupy_fields:
+    case Protocol::numba_fields: view_fields_checked(obj, a, consumer, view, arg); return true;
+    case Protocol::none: return a.instance_probe && view_instance(obj, consumer, view, arg);
+  }
+  return false;
+}
+
+}  // namespace
+
 bool view_array(PyObject* obj, const TypeAdapter& a, CUstream consumer, ArrayView& view, const char* arg) {
   consumer = normalize_stream(consumer);
   try {
-    switch (a.protocol) {
-      case Protocol::jitbridge: return view_own(obj, consumer, view, arg);
-      case Protocol::exchange_api: view_exchange(obj, *a.api, consumer, view, arg); return true;
-      case Protocol::dlpack: view_dlpack(obj, consumer, view, arg); return true;
-      case Protocol::cuda_array_interface: view_cai(obj, consumer, view, arg); return true;
-      case Protocol::cupy_fields:
-      case Protocol::numba_fields: view_fields_checked(obj, a, consumer, view, arg); return true;
-      case Protocol::none: return a.instance_probe && view_instance(obj, consumer, view, arg);
-    }
+    const bool got = view_by_protocol(obj, a, consumer, view, arg);
+    // Kept beside the producer's read-only flag (not in it): as_array() views and re-exports keep
+    // what the producer said; packing refuses such arrays for non-const pointees.
+    // (jitbridge's own views carry the flag of what they view; the launch path reuses views, so
+    // every other protocol sets it afresh.)
+    if (got && a.protocol != Protocol::jitbridge) view.immutable_producer = a.immutable_producer;
+    return got;
   } catch (const InteropError& e) {
     raise_interop(e);
   }

@@ -26,6 +26,10 @@ struct TypeAdapter {
   mutable bool verified = false;               // cupy_fields/numba_fields: checked against the CAI
   const DLPackExchangeAPI* api = nullptr;  // exchange_api: the type's table (major version 1)
   bool cupy = false;            // a CuPy type: its framework stream is cupy.cuda.get_current_stream()
+  // A producer whose arrays are immutable although it exports them writable (JAX: a type from the
+  // jax or jaxlib modules): its name, set in the views of its arrays (ArrayView::immutable_producer),
+  // which packing treats as read-only. nullptr otherwise.
+  const char* immutable_producer = nullptr;
   bool instance_probe = false;  // Protocol::none, but instances have a __dict__ that may hold
                                 // __cuda_array_interface__ or __dlpack__ (looked up per object)
 };

@@ -72,6 +72,10 @@ void bind_program(py::module_& m) {
       .def_property_readonly("size", initialised_field(&Param::size),
                              "Bytes the parameter occupies in the argument buffer.")
       .def_property_readonly("align", initialised_field(&Param::align), "Its alignment in the argument buffer.")
+      .def_property_readonly("pointee_size", initialised_field(&Param::pointee_size),
+                             "For pointers: sizeof the pointee (0 for void and incomplete types).")
+      .def_property_readonly("pointee_align", initialised_field(&Param::pointee_align),
+                             "For pointers: alignof the pointee (0 for void and incomplete types).")
       .def_property_readonly("spelling", initialised([](const Param& p) { return text(p.spelling); }),
                              "The whole type as the compiler printed it: 'float const*'.")
       .def("__repr__", initialised([](const Param& p) {

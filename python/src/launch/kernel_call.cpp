@@ -12,6 +12,7 @@
 #include "jitbridge/launch.hpp"
 #include "launch/kernels.hpp"
 #include "launch/launch_profile.hpp"
+#include "launch/scalar_args.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -50,92 +51,6 @@ struct Scratch {
   }
 };
 
-[[noreturn]] void raise_now() { throw py::error_already_set(); }
-
-
-// A Python scalar, None, or bytes-like object to an ArgValue. Arrays are handled before this.
-void scalar_value(PyObject* o, std::size_t i, Scratch& s, const char* kernel) {
-  ArgValue& v = s.values[i];
-  v.python_type = Py_TYPE(o)->tp_name;
-  switch (classify_scalar(o)) {
-    case ScalarClass::none:
-      v.kind = ArgValue::Kind::null_pointer;
-      return;
-    case ScalarClass::boolean: {
-      int truth = PyObject_IsTrue(o);
-      if (truth < 0) raise_now();
-      v.kind = ArgValue::Kind::boolean;
-      v.i = truth;
-      return;
-    }
-    case ScalarClass::integer: {
-      long long value = 0;
-      if (PyLong_CheckExact(o) && int64_argument(o, value)) {  // the common case, without __index__
-        v.kind = ArgValue::Kind::signed_integer;
-        v.i = value;
-        return;
-      }
-      PyErr_Clear();
-      py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
-      if (!as_int)
-        raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: __index__() of the {} failed", kernel, i,
-                                                        type_name(o)));
-      int overflow = 0;
-      value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
-      if (value == -1 && !overflow && PyErr_Occurred()) raise_now();
-      auto too_big = [&] {  // describe(): str() of a huge int can fail (its digit limit), this must not
-        const std::string message = fmt::format("{}: argument {}: {} does not fit in any integer parameter", kernel, i,
-                                                describe(as_int.ptr()));
-        PyErr_SetString(PyExc_OverflowError, message.c_str());
-        raise_now();
-      };
-      if (overflow > 0) {
-        unsigned long long u = PyLong_AsUnsignedLongLong(as_int.ptr());
-        if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
-          PyErr_Clear();
-          too_big();
-        }
-        v.kind = ArgValue::Kind::unsigned_integer;
-        v.u = u;
-      } else if (overflow < 0) {
-        too_big();
-      } else {
-        v.kind = ArgValue::Kind::signed_integer;
-        v.i = value;
-      }
-      return;
-    }
-    case ScalarClass::floating: {
-      double d = PyFloat_AsDouble(o);
-      if (d == -1.0 && PyErr_Occurred())
-        raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: float() of the {} failed", kernel, i,
-                                                        type_name(o)));
-      v.kind = ArgValue::Kind::floating;
-      v.f = d;
-      return;
-    }
-    case ScalarClass::bytes:
-      v.kind = ArgValue::Kind::bytes;
-      v.data = PyBytes_AS_STRING(o);
-      v.size = static_cast<std::size_t>(PyBytes_GET_SIZE(o));
-      return;
-    case ScalarClass::buffer:
-      // bytearray, memoryview, NumPy structured scalars (np.void): the bytes, as they are.
-      if (PyObject_GetBuffer(o, &s.buffers[i], PyBUF_C_CONTIGUOUS) != 0) raise_now();
-      s.hold_buffer(i);
-      v.kind = ArgValue::Kind::bytes;
-      v.data = s.buffers[i].buf;
-      v.size = static_cast<std::size_t>(s.buffers[i].len);
-      return;
-    case ScalarClass::other:
-      break;
-  }
-  PyErr_Format(PyExc_TypeError,
-               "%s: argument %zu: cannot pass a %s (expected an array, a number, None, or bytes for a struct)",
-               kernel, i, Py_TYPE(o)->tp_name);
-  raise_now();
-}
-
 // Fills s.values[0..n) from the Python arguments, arrays viewed for the consumer stream, which is
 // decided first (explicit, else the first array's framework, else legacy) and returned.
 CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::size_t n, PyObject* stream_obj,
@@ -155,20 +70,21 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
       s.values[i].kind = ArgValue::Kind::array;
       s.values[i].array = &s.views[i];
     } else {
-      scalar_value(args[i], i, s, kernel);
+      if (scalar_value(args[i], i, s.values[i], s.buffers[i], kernel)) s.hold_buffer(i);
     }
   }
   return stream;
 }
 
 // Packs s.values against the kernel; returns the device of the arrays (-1: none).
-int pack(const KernelObject& k, std::size_t n, Scratch& s) {
+int pack(const KernelObject& k, std::size_t n, Scratch& s, bool check_args) {
   PackResult where;
   if (k.info && k.info->signature) {
     const Signature& sig = *k.info->signature;
     if (sig.params.size() != n) throw py::type_error(arity_message(k.name, sig, n));
     s.packed.reset(sig);
-    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, k.plan, i, s.values[i], s.packed, where);
+    const std::vector<ParamPlan>& plan = check_args ? k.plan : k.plan_unchecked;
+    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, plan, i, s.values[i], s.packed, where);
   } else {
     const std::vector<std::size_t>& sizes = k.resolved().param_sizes();
     if (sizes.size() != n)
@@ -234,10 +150,10 @@ namespace {
 // into config.stream, the device and its binary compatibility, the configuration validated.
 // Returns the device; `f` receives the kernel.
 const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
-                             PyObject* stream_obj, Scratch& s, const Function*& f) {
+                             PyObject* stream_obj, Scratch& s, const Function*& f, bool check_args) {
   config.stream = convert_arguments(k, args, n, stream_obj, s);
   launch_profile::mark(launch_profile::converted);
-  int device = pack(k, n, s);
+  int device = pack(k, n, s, check_args);
   launch_profile::mark(launch_profile::packed);
   if (device < 0) device = current_device();
   const Device& dev = Device::get(device);
@@ -265,27 +181,27 @@ namespace {
 // The full path: every argument viewed through its protocol, packed with pack_argument's checks
 // and messages; then the shortcut for these argument types is learnt.
 void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* const* args, std::size_t n,
-                      PyObject* stream_obj) {
+                      PyObject* stream_obj, bool check_args) {
   ScratchLease lease(n);
   Scratch& s = lease.s;
   const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f);
+  const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f, check_args);
   launch(*f, config, dev, s.packed);
   launch_profile::mark(launch_profile::launched);
-  learn_shortcut(k, args, n);
+  learn_shortcut(k, args, n, check_args);
 }
 
 }  // namespace
 
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj) {
+                        PyObject* stream_obj, bool check_args) {
   const std::size_t n = static_cast<std::size_t>(nargs);
-  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj)) {
+  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj, check_args)) {
     launch_profile::mark(launch_profile::launched);
     launch_profile::mark(launch_profile::released);
     return;
   }
-  launch_full_path(k, config, args, n, stream_obj);
+  launch_full_path(k, config, args, n, stream_obj, check_args);
 }
 
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args) {
@@ -293,7 +209,7 @@ PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tup
   ScratchLease lease(n);
   Scratch& s = lease.s;
   const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, &PyTuple_GET_ITEM(args.ptr(), 0), n, nullptr, s, f);
+  const Device& dev = prepare_launch(k, config, &PyTuple_GET_ITEM(args.ptr(), 0), n, nullptr, s, f, k.check_args);
   dev.make_current();
   PreparedLaunch p;
   p.function = f->function_for(dev);
@@ -418,10 +334,10 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
   s.prepare(count);
   convert_arguments(k, args, count, nullptr, s);
   t0 = clock::now();
-  for (int i = 0; i < n; ++i) pack(k, count, s);
+  for (int i = 0; i < n; ++i) pack(k, count, s, k.check_args);
   out["pack"] = per_call(t0);
   const Function* f = nullptr;
-  const Device& dev = prepare_launch(k, config, args, count, nullptr, s, f);
+  const Device& dev = prepare_launch(k, config, args, count, nullptr, s, f, k.check_args);
   t0 = clock::now();
   for (int i = 0; i < n; ++i) validate_launch(*f, config, dev);
   out["validate"] = per_call(t0);
@@ -430,11 +346,11 @@ py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple arg
   out["launch"] = per_call(t0);
   s.release(count);
   t0 = clock::now();
-  for (int i = 0; i < n; ++i) launch_full_path(k, config, args, count, nullptr);
+  for (int i = 0; i < n; ++i) launch_full_path(k, config, args, count, nullptr, k.check_args);
   out["launch, full path"] = per_call(t0);
   t0 = clock::now();
   for (int i = 0; i < n; ++i)
-    if (!launch_by_shortcut(k, config, args, count, nullptr)) throw py::value_error("these arguments take no shortcut");
+    if (!launch_by_shortcut(k, config, args, count, nullptr, k.check_args)) throw py::value_error("these arguments take no shortcut");
   out["launch, shortcut"] = per_call(t0);
   return out;
 }
@@ -445,47 +361,13 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
   Scratch& s = lease.s;
   PyObject* none = Py_None;
   convert_arguments(k, args, n, none, s);
-  pack(k, n, s);
+  pack(k, n, s, k.check_args);
   py::list out;
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : k.resolved().param_sizes()[i];
     out.append(py::bytes(static_cast<const char*>(s.packed.pointers()[i]), size));
   }
   return out;
-}
-
-ScalarClass classify_scalar(PyObject* o) {
-  PyTypeObject* type = Py_TYPE(o);
-  if (type == &PyLong_Type) return ScalarClass::integer;
-  if (o == Py_None) return ScalarClass::none;
-  if (PyBool_Check(o) || std::strcmp(type->tp_name, "numpy.bool") == 0 || std::strcmp(type->tp_name, "numpy.bool_") == 0)
-    return ScalarClass::boolean;
-  if (PyLong_Check(o) || PyIndex_Check(o)) return ScalarClass::integer;
-  if (PyFloat_Check(o) || (type->tp_as_number && type->tp_as_number->nb_float && !PyObject_CheckBuffer(o)))
-    return ScalarClass::floating;
-  if (PyBytes_Check(o)) return ScalarClass::bytes;
-  if (PyObject_CheckBuffer(o)) return ScalarClass::buffer;
-  return ScalarClass::other;
-}
-
-bool int64_argument(PyObject* o, long long& v) {
-  int overflow = 0;
-#if PY_VERSION_HEX >= 0x030C0000
-  // Most launch ints are small: read in place (CPython keeps values below 2**30 compact).
-  if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) {
-    v = static_cast<long long>(PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o)));
-    return true;
-  }
-#endif
-  if (PyLong_CheckExact(o)) {
-    v = PyLong_AsLongLongAndOverflow(o, &overflow);
-  } else {
-    PyObject* as_int = PyNumber_Index(o);
-    if (!as_int) return false;
-    v = PyLong_AsLongLongAndOverflow(as_int, &overflow);
-    Py_DECREF(as_int);
-  }
-  return !overflow && !(v == -1 && PyErr_Occurred());
 }
 
 Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo) {

@@ -16,6 +16,7 @@ namespace {
 
 struct Options {
   py::object stream;  // the stream= object (held: a keyword's dict may change while arguments convert); empty: none
+  int check_args = -1;  // check_args=: 0 or 1; -1: not given (the kernel's own setting)
 };
 
 // Dynamic shared memory in bytes (shared_mem=, or k[grid, block, stream, shared_mem]): an int from 0
@@ -43,9 +44,11 @@ void apply_keyword(PyObject* key, PyObject* value, LaunchConfig& c, Options& o) 
     c.cooperative = flag_arg(value, {"cooperative"});
   } else if (is("programmatic_dependent")) {
     c.programmatic_dependent = flag_arg(value, {"programmatic_dependent"});
+  } else if (is("check_args")) {
+    o.check_args = flag_arg(value, {"check_args"}) ? 1 : 0;
   } else {
     throw py::type_error(fmt::format("unexpected keyword argument {} (expected shared_mem, stream, cluster, "
-                                     "cooperative, programmatic_dependent)", describe(key)));
+                                     "cooperative, programmatic_dependent, check_args)", describe(key)));
   }
 }
 
@@ -128,7 +131,8 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     Options o;
     keywords.apply(c, o);
     launch_profile::mark(launch_profile::parsed);
-    launch_from_python(k, c, &PyTuple_GET_ITEM(items.ptr(), 0), PyTuple_GET_SIZE(items.ptr()), o.stream.ptr());
+    launch_from_python(k, c, &PyTuple_GET_ITEM(items.ptr(), 0), PyTuple_GET_SIZE(items.ptr()), o.stream.ptr(),
+                       o.check_args < 0 ? k.check_args : o.check_args != 0);
     Py_RETURN_NONE;
   } catch (...) {
     return translate_current_exception();
@@ -145,7 +149,7 @@ PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t na
     if (!ck.stream.is_none()) o.stream = ck.stream;
     keywords.apply(c, o);
     launch_profile::mark(launch_profile::parsed);
-    launch_from_python(*ck.core, c, args, nargs, o.stream.ptr());
+    launch_from_python(*ck.core, c, args, nargs, o.stream.ptr(), o.check_args < 0 ? ck.core->check_args : o.check_args != 0);
     Py_RETURN_NONE;
   } catch (...) {
     return translate_current_exception();
@@ -278,7 +282,10 @@ void bind_kernels(py::module_& m) {
                                                  names.empty() ? "none" : names));
                }
                k.name = k.info->name;
-               if (k.info->signature) k.plan = plan_signature(*k.info->signature);
+               if (k.info->signature) {
+                 k.plan = plan_signature(*k.info->signature);
+                 k.plan_unchecked = unchecked_plan(k.plan);
+               }
              }
              return k;
            }),
@@ -294,6 +301,13 @@ void bind_kernels(py::module_& m) {
         return k.info ? py::cast(k.info->resources) : py::none();
       }))
       .def_property_readonly("_module", initialised([](const KernelObject& k) { return k.module; }))
+      .def_property("check_args", initialised([](const KernelObject& k) { return k.check_args; }),
+                    [](py::object self, py::handle value) {
+                      self_of<KernelObject>(self.ptr()).check_args = flag_arg(value.ptr(), {"check_args"});
+                    },
+                    "Whether launches check each argument against its parameter (default True). False: any "
+                    "array into any pointer (dtype, element count, alignment and read-only are not checked); host "
+                    "memory and arrays on another device are still refused. A call's check_args= overrides it.")
       .def_property_readonly("_shortcuts", initialised([](const KernelObject& k) {
         static const char* kinds[] = {"exchange_array", "cupy_array",    "numba_array", "null_pointer",
                                       "integer",        "index_integer", "boolean",     "floating",

@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "jitbridge/launcher.hpp"
 #include "launch/launch_shortcut.hpp"
+#include "launch/scalar_args.hpp"
 
 namespace jitbridge::python {
 
@@ -30,6 +31,8 @@ struct KernelObject {
   std::string name;
   const Kernel* info = nullptr;             // from module->program; nullptr for file modules
   std::vector<ParamPlan> plan;              // packing plan of info's signature
+  std::vector<ParamPlan> plan_unchecked;    // the same with argument checks off (unchecked_plan)
+  bool check_args = true;                   // calls without check_args= check arguments (RawKernel(check_args=))
   mutable const Device* checked_device = nullptr;  // the device the binary was last checked against
   mutable std::shared_ptr<Function> function;  // resolved at the first launch
   const Function& resolved() const;
@@ -62,8 +65,10 @@ struct ConfiguredKernel {
 // ValueError, BufferError, LaunchError, NoDriverError) with the Python error set. GIL held.
 // `args` must stay valid while Python code runs (converting an argument does): a tuple's items or
 // a vectorcall's argument array, never a list's item array (a property could resize the list).
+// `check_args` false: packed with k.plan_unchecked (any dtype, count, alignment; read-only arrays
+// too), device memory and the one-device rule still checked.
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj);
+                        PyObject* stream_obj, bool check_args = true);
 // Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
 // each parameter. For tests and for users who want to see what a launch would pass.
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
@@ -105,16 +110,6 @@ struct PreparedLaunch {
 // none). Launches 3n times.
 py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args, int n);
 PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args);
-
-// How a launch argument that is not an array is read, decided by its type alone (the full path
-// and the shortcut agree through this): None; a bool (Python's or NumPy's); an integer (int and
-// anything with __index__); a float (float and anything with __float__ that is not a buffer);
-// bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else.
-enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other };
-ScalarClass classify_scalar(PyObject* o);
-// An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
-// through __index__. False, with the Python error (if any) left set, otherwise.
-bool int64_argument(PyObject* o, long long& v);
 
 // grid=/block=/cluster= values: an int or a tuple (or list) of up to 3 ints, each from 1 to
 // 2**32-1 (NumPy integers and other __index__ objects too). Throws TypeError (not an int; an

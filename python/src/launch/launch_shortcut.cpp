@@ -28,9 +28,9 @@ bool same_shape(const LaunchConfig& a, const LaunchConfig& b) {
          a.programmatic_dependent == b.programmatic_dependent;
 }
 
-const LaunchShortcut* find(const KernelObject& k, PyObject* const* args, std::size_t n) {
+const LaunchShortcut* find(const KernelObject& k, PyObject* const* args, std::size_t n, bool check_args) {
   for (const std::unique_ptr<LaunchShortcut>& s : k.shortcuts) {
-    if (s->args.size() != n) continue;
+    if (s->args.size() != n || s->check_args != check_args) continue;
     std::size_t i = 0;
     while (i < n && Py_TYPE(args[i]) == s->args[i].type) ++i;
     if (i == n) return s.get();
@@ -50,10 +50,12 @@ bool accept_array(const ShortcutArg& a, DLDevice where, DLDataType dtype, int& d
 }  // namespace
 
 bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
-                        PyObject* stream_obj) {
+                        PyObject* stream_obj, bool check_args) {
   // A kernel usually has one shortcut: its argument types are then checked in the loop below
   // (a mismatch declines), not in a pass of their own.
-  const LaunchShortcut* s = k.shortcuts.size() == 1 ? k.shortcuts.front().get() : find(k, args, n);
+  const LaunchShortcut* s = k.shortcuts.size() == 1 && k.shortcuts.front()->check_args == check_args
+                                ? k.shortcuts.front().get()
+                                : find(k, args, n, check_args);
   if (!s || !s->usable || s->args.size() != n) return false;
   alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];  // the kernel's parameter space
   int device = -1;
@@ -174,11 +176,13 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
   return true;
 }
 
-void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n) {
-  if (!k.info || !k.info->signature || !k.function || find(k, args, n) || k.shortcuts.size() >= 4) return;
+void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n, bool check_args) {
+  if (!k.info || !k.info->signature || !k.function || find(k, args, n, check_args) || k.shortcuts.size() >= 4) return;
   const std::vector<Param>& params = k.info->signature->params;
-  if (params.size() != n || k.plan.size() != n) return;
+  const std::vector<ParamPlan>& plans = check_args ? k.plan : k.plan_unchecked;
+  if (params.size() != n || plans.size() != n) return;
   auto s = std::make_unique<LaunchShortcut>();
+  s->check_args = check_args;
   s->usable = n <= LaunchShortcut::kMaxArgs;
   const std::vector<std::size_t> offsets = param_offsets(*k.info->signature);
   const std::size_t used = n ? offsets.back() + params.back().size : 0;
@@ -187,7 +191,7 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n)
     ShortcutArg a;
     a.type = Py_TYPE(args[i]);
     const Param& p = params[i];
-    const ParamPlan& plan = k.plan[i];
+    const ParamPlan& plan = plans[i];
     bool ok = p.size <= LaunchShortcut::kMaxBytes && offsets[i] + p.size <= LaunchShortcut::kMaxBytes;
     a.offset = static_cast<std::uint16_t>(ok ? offsets[i] : 0);
     a.size = static_cast<std::uint16_t>(ok ? p.size : 0);
@@ -200,6 +204,10 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n)
       a.char_like = plan.char_like;
       a.dtype = plan.dtype;
       ok = ok && (plan.any_dtype || plan.has_dtype);
+      // Vector and struct pointees have count and alignment rules the shortcut does not read.
+      ok = ok && (plan.any_dtype || (plan.lanes == 1 && !plan.has_alt_dtype && !plan.struct_items));
+      // Arrays of an immutable producer (JAX) are read-only: only const pointees take them.
+      ok = ok && (!adapter.immutable_producer || plan.pointee_const);
       if (adapter.protocol == Protocol::exchange_api && adapter.api->dltensor_from_py_object_no_sync) {
         a.kind = Kind::exchange_array;
         ok = ok && (!s->api || s->api == adapter.api);

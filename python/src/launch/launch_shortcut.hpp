@@ -1,6 +1,7 @@
 // launch_shortcut.hpp — the launch path's shortcut for calls shaped like an earlier successful one:
 // the same argument types, arrays of one framework (DLPack exchange API, CuPy or Numba) into
-// pointer parameters, Python ints, floats, bools and None. It reads only what each parameter
+// pointer parameters, Python ints, floats, bools and None. Complex values, vector and struct
+// pointees (their count and alignment rules) and immutable producers (JAX) take the full path. It reads only what each parameter
 // needs (a pointer param: address, device, dtype), packs on the stack and launches. Anything
 // unusual makes it decline, having done nothing, and the full path runs and words the error.
 #pragma once
@@ -47,6 +48,7 @@ struct LaunchShortcut {
   const DLPackExchangeAPI* api = nullptr;  // the exchange arrays' table (one framework per shortcut)
   std::size_t bytes = 0;         // the parameter buffer
   std::size_t array_index = 0;   // the first array argument (usable shortcuts have one)
+  bool check_args = true;        // learnt from a launch with argument checks on (k.plan) or off
   // The last configuration validated, and where (validate_launch is skipped when both repeat).
   mutable LaunchConfig validated_config;
   mutable const Device* validated_device = nullptr;
@@ -57,11 +59,13 @@ struct LaunchShortcut {
 // (a wrong dtype, another device, an int out of range, a producer error). Throws only what the
 // full path would throw for the same call: an explicit `stream_obj` it cannot parse, a launch
 // configuration over a limit (LaunchConfigError), a driver error at the launch. GIL held.
+// Only shortcuts learnt with the same `check_args` are taken.
 bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
-                        PyObject* stream_obj);
+                        PyObject* stream_obj, bool check_args);
 
 // After a successful full-path launch of `k` with `args`: makes the shortcut for their types (or
 // notes that such calls cannot take one), unless `k` has one for them or already has its maximum.
-void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n);
+// `check_args`: how that launch was checked (the shortcut then serves only such launches).
+void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n, bool check_args);
 
 }  // namespace jitbridge::python

@@ -96,7 +96,8 @@ void compare(const detail::CacheRecord& got, const jbfuzz::ref::RefRecord& want)
       const Param& a = k.signature->params[j];
       const auto& b = w.params[j];
       if ((a.kind == Param::Kind::pointer) != b.pointer || a.type != b.type || a.is_const != b.is_const ||
-          a.size != b.size || a.align != b.align || a.spelling != b.spelling)
+          a.size != b.size || a.align != b.align || a.spelling != b.spelling ||
+          a.pointee_size != b.pointee_size || a.pointee_align != b.pointee_align)
         mismatch(fmt::format("kernel {} parameter {}", i, j));
     }
   }

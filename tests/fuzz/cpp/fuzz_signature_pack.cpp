@@ -37,7 +37,16 @@ const Known kTypes[] = {
     {"jitbridge::Tensor<float, 2>", 40, 8}, {"jitbridge::Tensor<float const, 1>", 24, 8},
     {"jitbridge::Tensor<const int, 3>", 56, 8}, {"jitbridge::Tensor<void, 1>", 24, 8},
     {"jitbridge::Tensor<float, 0>", 8, 8}, {"jitbridge::Tensor<float, 65>", 1048, 8},
+    {"float2", 8, 8}, {"double2", 16, 16}, {"cuda::std::__4::complex<float>", 8, 8},
+    {"thrust::complex<double>", 16, 16}, {"float4*", 8, 8}, {"__half2 const*", 8, 8},
+    {"double4_32a*", 8, 8}, {"float3*", 8, 8}, {"char4*", 8, 8},
 };
+// sizeof/alignof of the pointee the probe reports for some of them (others: 0, unknown).
+struct Pointee {
+  const char* spelling;
+  std::size_t size, align;
+};
+const Pointee kPointees[] = {{"float4*", 16, 16}, {"__half2 const*", 4, 4}, {"double4_32a*", 32, 32}, {"float3*", 12, 4}};
 
 const DLDataType kDtypes[] = {{kDLFloat, 32, 1}, {kDLFloat, 64, 1}, {kDLFloat, 16, 1}, {kDLBfloat, 16, 1},
                               {kDLInt, 32, 1},   {kDLUInt, 32, 1},  {kDLInt, 64, 1},   {kDLInt, 8, 1},
@@ -62,7 +71,7 @@ struct Args {
 ArgValue fuzzed_value(FuzzedDataProvider& in, Args& store, std::size_t slot) {
   ArgValue v;
   v.python_type = "fuzzed";
-  switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 8)) {
     case 0:
     case 1: {
       ArrayView& a = store.views[slot];
@@ -96,6 +105,16 @@ ArgValue fuzzed_value(FuzzedDataProvider& in, Args& store, std::size_t slot) {
       v.kind = ArgValue::Kind::floating;
       v.f = edgy_double(in);
       break;
+    case 8:
+      v.kind = ArgValue::Kind::complex;
+      v.f = edgy_double(in);
+      v.im = edgy_double(in);
+      v.complex_single = in.ConsumeBool();
+      if (v.complex_single) {  // numpy.complex64: its parts are floats
+        v.f = static_cast<double>(static_cast<float>(std::isfinite(v.f) && std::fabs(v.f) > 3e38 ? 1.0 : v.f));
+        v.im = static_cast<double>(static_cast<float>(std::isfinite(v.im) && std::fabs(v.im) > 3e38 ? 1.0 : v.im));
+      }
+      break;
     case 6:
       v.kind = ArgValue::Kind::boolean;
       v.i = in.ConsumeBool();
@@ -127,7 +146,7 @@ void probe_case(FuzzedDataProvider& in) {
       types.push_back(in.ConsumeBool() ? kTypes[in.ConsumeIntegralInRange<std::size_t>(0, std::size(kTypes) - 1)].spelling
                                        : in.ConsumeRandomLengthString(16));
     }
-    for (std::size_t i = 0; i < 2 * n + in.ConsumeIntegralInRange<std::size_t>(0, 1); ++i)
+    for (std::size_t i = 0; i < 4 * n + in.ConsumeIntegralInRange<std::size_t>(0, 1); ++i)
       sizes.push_back(in.ConsumeBool() ? fmt::format("{}ull", in.ConsumeIntegral<std::uint64_t>()) : in.ConsumeRandomLengthString(6));
     text = fmt::format("__jitbridge_layout<void (*)({}){}{}>", fmt::join(types, ", "), sizes.empty() ? "" : ", ",
                        fmt::join(sizes, ", "));
@@ -158,6 +177,11 @@ void pack_case(FuzzedDataProvider& in) {
       p.spelling = k.spelling;
       p.size = k.size;
       p.align = k.align;
+      for (const Pointee& q : kPointees)
+        if (p.spelling == q.spelling) {
+          p.pointee_size = q.size;
+          p.pointee_align = q.align;
+        }
       if (k.size == 0) {
         p.size = in.ConsumeIntegralInRange<std::size_t>(1, 64);
         p.align = std::size_t{1} << in.ConsumeIntegralInRange<int>(0, 4);
@@ -175,6 +199,10 @@ void pack_case(FuzzedDataProvider& in) {
     Param param = detail::parse_param(p.spelling);
     param.size = p.size;
     param.align = p.align;
+    if (param.kind == Param::Kind::pointer) {
+      param.pointee_size = p.pointee_size;
+      param.pointee_align = p.pointee_align;
+    }
     sig.params.push_back(param);
     params.push_back(std::move(p));
   }

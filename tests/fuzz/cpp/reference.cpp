@@ -116,7 +116,11 @@ std::optional<DLDataType> judge_typestr(std::string_view t) {
     case 'u': if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) return make(kDLUInt); break;
     case 'f': if (bytes == 2 || bytes == 4 || bytes == 8) return make(kDLFloat); break;
     case 'c': if (bytes == 8 || bytes == 16) return make(kDLComplex); break;
-    case 'V': if (bytes == 2) return DLDataType{static_cast<std::uint8_t>(kDLBfloat), 16, 1}; break;
+    case 'V':  // bfloat16 as torch writes it; other sizes are structured items of that many opaque bytes
+      if (bytes == 2) return DLDataType{static_cast<std::uint8_t>(kDLBfloat), 16, 1};
+      if (bytes >= 1 && bytes <= 0xffff)
+        return DLDataType{static_cast<std::uint8_t>(kDLOpaqueHandle), 8, static_cast<std::uint16_t>(bytes)};
+      break;
     default: break;
   }
   return std::nullopt;
@@ -197,7 +201,7 @@ bool parse_payload(Cursor& c, std::string_view key, RefRecord& r) {
         RefParam p;
         std::uint64_t pointer = 0, is_const = 0;
         if (!c.u64(pointer) || !c.str(p.type) || !c.u64(is_const) || !c.u64(p.size) || !c.u64(p.align) ||
-            !c.str(p.spelling))
+            !c.str(p.spelling) || !c.u64(p.pointee_size) || !c.u64(p.pointee_align))
           return false;
         p.pointer = pointer != 0;
         p.is_const = is_const != 0;

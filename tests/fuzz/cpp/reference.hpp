@@ -58,6 +58,7 @@ struct RefParam {
   bool is_const = false;
   std::uint64_t size = 0, align = 0;
   std::string spelling;
+  std::uint64_t pointee_size = 0, pointee_align = 0;
 };
 struct RefKernel {
   std::string name, lowered_name;

@@ -52,6 +52,67 @@ Element element_of(std::string_view t) {
   return e;
 }
 
+bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+
+// CUDA vector types by name: the scalar and the lanes (none: lanes 0). The 4-lane forms of 8-byte
+// scalars also carry CUDA 13's _16a/_32a suffixes.
+struct Vector {
+  DLDataType scalar{};
+  int lanes = 0;
+};
+Vector vector_of(std::string_view t) {
+  if (t == "__half2" || t == "half2") return {{kDLFloat, 16, 1}, 2};
+  if (t == "__nv_bfloat162" || t == "nv_bfloat162") return {{kDLBfloat, 16, 1}, 2};
+  if (t == "__nv_fp8x2_e4m3") return {{kDLFloat8_e4m3fn, 8, 1}, 2};
+  if (t == "__nv_fp8x4_e4m3") return {{kDLFloat8_e4m3fn, 8, 1}, 4};
+  if (t == "__nv_fp8x2_e5m2") return {{kDLFloat8_e5m2, 8, 1}, 2};
+  if (t == "__nv_fp8x4_e5m2") return {{kDLFloat8_e5m2, 8, 1}, 4};
+  struct Row {
+    const char* base;
+    std::uint8_t code, bits;
+  };
+  static const Row rows[] = {{"char", kDLInt, 8},       {"uchar", kDLUInt, 8},       {"short", kDLInt, 16},
+                             {"ushort", kDLUInt, 16},   {"int", kDLInt, 32},         {"uint", kDLUInt, 32},
+                             {"long", kDLInt, 64},      {"ulong", kDLUInt, 64},      {"longlong", kDLInt, 64},
+                             {"ulonglong", kDLUInt, 64}, {"float", kDLFloat, 32},    {"double", kDLFloat, 64}};
+  for (const Row& r : rows)
+    for (int lanes = 1; lanes <= 4; ++lanes) {
+      const std::string name = std::string(r.base) + static_cast<char>('0' + lanes);
+      if (t == name) return {{r.code, r.bits, 1}, lanes};
+      if (lanes == 4 && r.bits == 64 && (t == name + "_16a" || t == name + "_32a")) return {{r.code, r.bits, 1}, 4};
+    }
+  return {};
+}
+
+// Complex by value: 64 (float2, cuda::std[::__N]::complex<float>, thrust[::...]::complex<float>), 128 for
+// the double forms, else 0.
+int complex_of(std::string_view t) {
+  if (t == "float2") return 64;
+  if (t == "double2") return 128;
+  if (!starts_with(t, "cuda::std::") && !starts_with(t, "thrust::")) return 0;
+  if (ends_with(t, "::complex<float>")) return 64;
+  if (ends_with(t, "::complex<double>")) return 128;
+  return 0;
+}
+
+// An array into a vector pointee (after the device and read-only rules): the scalar dtype in whole
+// vectors, the vector dtype itself, or complex for float2/double2; aligned to `align` (the probe's, or the
+// scalar's size when the signature has none).
+const char* vector_problem(const jitbridge::ArrayView& a, const Vector& vec, int complex_bits, std::uint64_t align) {
+  const bool scalar = same(a.dtype, vec.scalar);
+  const bool whole = same(a.dtype, DLDataType{vec.scalar.code, vec.scalar.bits, static_cast<std::uint16_t>(vec.lanes)});
+  const bool cplx = complex_bits && same(a.dtype, DLDataType{kDLComplex, static_cast<std::uint8_t>(complex_bits), 1});
+  if (!scalar && !whole && !cplx) return "the dtype does not match the vector's scalar";
+  if (scalar && vec.lanes > 1) {
+    i128 n = 1;
+    for (std::size_t i = 0; i < a.shape.size(); ++i) n *= a.shape.data()[i];
+    if (n % vec.lanes != 0) return "not a whole number of vectors";
+  }
+  if (align == 0) align = vec.scalar.bits / 8;
+  if (align > 1 && reinterpret_cast<std::uintptr_t>(a.ptr()) % align != 0) return "misaligned for the vector";
+  return nullptr;
+}
+
 // The scalar parameter types: integer (signed or not), bool, or a floating kind, with their sizes.
 enum class ScalarKind { none, sint, uint, boolean, f32, f64, f16, bf16 };
 ScalarKind scalar_of(std::string_view t, std::size_t& bytes) {
@@ -75,8 +136,6 @@ ScalarKind scalar_of(std::string_view t, std::size_t& bytes) {
     }
   return ScalarKind::none;
 }
-
-bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
 
 PackJudgement refuse(const char* why) {
   PackJudgement j;
@@ -170,7 +229,16 @@ PackJudgement judge_argument(const PackParam& p, const jitbridge::ArgValue& v, i
     if (v.kind == K::null_pointer) return accept_value(p, static_cast<std::uint64_t>(0));
     if (v.kind != K::array) return refuse("a pointer takes an array or None");
     int d = device;
-    if (const char* why = array_problem(*v.array, element_of(pointee), is_const, d)) return refuse(why);
+    const Vector vec = vector_of(pointee);
+    const bool vector_rule = vec.lanes > 0 && (p.pointee_size == 0 || p.pointee_size == vec.scalar.bits / 8 * static_cast<unsigned>(vec.lanes));
+    if (vector_rule) {
+      Element any;
+      any.any = true;
+      if (const char* why = array_problem(*v.array, any, is_const, d)) return refuse(why);
+      if (const char* why = vector_problem(*v.array, vec, complex_of(pointee), p.pointee_align)) return refuse(why);
+    } else if (const char* why = array_problem(*v.array, element_of(pointee), is_const, d)) {
+      return refuse(why);
+    }
     PackJudgement j = accept_value(p, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(v.array->ptr())));
     if (j.accept && device < 0) device = v.array->device.device_id;
     return j;
@@ -219,6 +287,28 @@ PackJudgement judge_argument(const PackParam& p, const jitbridge::ArgValue& v, i
   }
   std::size_t bytes = 0;
   const ScalarKind kind = scalar_of(s, bytes);
+  if (const int cbits = complex_of(s); kind == ScalarKind::none && cbits && p.size == static_cast<std::size_t>(cbits / 8)) {
+    if (v.kind == K::bytes) {  // its bytes, exactly, as any scalar
+      if (v.size != p.size) return refuse("bytes of another size than the parameter");
+      PackJudgement j;
+      j.accept = true;
+      j.bytes.assign(static_cast<const unsigned char*>(v.data), static_cast<const unsigned char*>(v.data) + v.size);
+      return j;
+    }
+    if (v.kind != K::complex) return refuse("a complex parameter takes a complex value");
+    if (cbits == 64) {
+      const bool fits = v.complex_single || ((!std::isfinite(v.f) || std::fabs(v.f) <= static_cast<double>(FLT_MAX)) &&
+                                             (!std::isfinite(v.im) || std::fabs(v.im) <= static_cast<double>(FLT_MAX)));
+      if (!fits) return refuse("a part beyond float's range");
+      struct { float re, im; } c{static_cast<float>(v.f), static_cast<float>(v.im)};
+      PackJudgement j = accept_value(p, c);
+      return j;
+    }
+    if (v.complex_single) return refuse("numpy.complex64 into a complex of double");
+    struct { double re, im; } c{v.f, v.im};
+    return accept_value(p, c);
+  }
+  if (v.kind == K::complex) return refuse("a complex into a parameter that is not complex");
   if (kind == ScalarKind::none) {  // a struct by value: its bytes, exactly
     if (v.kind != K::bytes || v.size != p.size) return refuse("a by-value struct takes bytes of its size");
     PackJudgement j;

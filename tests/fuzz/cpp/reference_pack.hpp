@@ -15,6 +15,7 @@ namespace jbfuzz::ref {
 struct PackParam {
   std::string spelling;  // as the compiler prints it: "float const*", "jitbridge::Tensor<float, 2>", "Params"
   std::size_t size = 0, align = 0;
+  std::size_t pointee_size = 0, pointee_align = 0;  // pointers: the probe's sizeof/alignof the pointee (0: unknown)
 };
 
 struct PackJudgement {

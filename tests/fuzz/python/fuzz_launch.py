@@ -120,7 +120,8 @@ def value_spec(fdp, param):
         size = param.size if fdp.ConsumeIntInRange(0, 3) else fdp.ConsumeIntInRange(0, 40)
         return (fdp.PickValueInList(["bytes", "bytearray", "memoryview", "npvoid"]), fdp.ConsumeBytes(size).ljust(size, b"\0"))
     return fdp.PickValueInList([("str", "1"), ("object",), ("raises",), ("float", 1.0), ("int", 2**70),
-                                ("bool", True), ("none",), ("bytes", b"1234"), ("complex", 1j)])
+                                ("bool", True), ("none",), ("bytes", b"1234"), ("complex", 1j),
+                                ("npcomplex", "complex64", 1 - 2j), ("npcomplex", "complex128", 3j)])
 
 
 def make_arg(spec, ctx, fire=None):
@@ -153,6 +154,8 @@ def make_arg(spec, ctx, fire=None):
         return numpy.frombuffer(spec[1], dtype=numpy.dtype((numpy.void, len(spec[1]))))[0] if spec[1] else b""
     if kind == "complex":
         return spec[1]
+    if kind == "npcomplex":
+        return numpy.dtype(spec[1]).type(spec[2])
     return build(spec, ctx)
 
 

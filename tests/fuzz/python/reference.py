@@ -37,8 +37,17 @@ ALIASES = {"half": "float16", "float": "float32", "double": "float64", "bf16": "
 BY_TRIPLE = {v: k for k, v in DTYPES.items()}
 
 
+def void_name(s):
+    """A structured (opaque bytes) dtype's name, 'void<bits>', as (code, bits, lanes), or None."""
+    if len(s) > 4 and len(s) <= 11 and s.startswith("void") and s[4:].isdigit() and s[4:].isascii():
+        bits = int(s[4:])
+        if bits % 8 == 0 and 8 <= bits and bits // 8 <= 0xFFFF:
+            return (3, 8, bits // 8)
+    return None
+
+
 def itemsize(name):
-    code, bits, lanes = DTYPES[name]
+    code, bits, lanes = DTYPES[name] if name in DTYPES else void_name(name)
     return bits // 8 * lanes
 
 
@@ -52,7 +61,8 @@ def typestr_dtype(t):
     return {("b", 1): "bool", ("i", 1): "int8", ("i", 2): "int16", ("i", 4): "int32", ("i", 8): "int64",
             ("u", 1): "uint8", ("u", 2): "uint16", ("u", 4): "uint32", ("u", 8): "uint64",
             ("f", 2): "float16", ("f", 4): "float32", ("f", 8): "float64", ("c", 8): "complex64",
-            ("c", 16): "complex128", ("V", 2): "bfloat16"}.get((t[1], n))
+            ("c", 16): "complex128", ("V", 2): "bfloat16"}.get((t[1], n),
+                                                                f"void{n * 8}" if t[1] == "V" and 1 <= n and n // 10 <= 1000 else None)
 
 
 def dtype_from_text(s):
@@ -63,6 +73,8 @@ def dtype_from_text(s):
         return s
     if s in ALIASES:
         return ALIASES[s]
+    if void_name(s):
+        return s
     if len(s) >= 2 and s[0] in "<>|=":
         return typestr_dtype(s)
     if len(s) >= 2 and s[0] in "biufcV" and all("0" <= c <= "9" for c in s[1:]):
@@ -227,7 +239,7 @@ def judge_cai(st, index_ok):
         if any(b % item for b in strides):
             return Refuse("a byte stride not a multiple of the item size")
         strides = [b // item for b in strides]
-    out = judge_view(ptr, 0, shape, strides, DTYPES[name])
+    out = judge_view(ptr, 0, shape, strides, DTYPES[name] if name in DTYPES else void_name(name))
     if isinstance(out, Accept):
         out.facts.update(dtype=name, readonly=readonly, device="cuda:0", itemsize=item)
     return out
@@ -340,7 +352,7 @@ def judge_from_ptr(st, index_ok, numpy):
         stream = judge_stream_arg(st["stream"])
     except Invalid as e:
         return Refuse(str(e))
-    out = judge_view(ptr, 0, shape, strides, DTYPES[name])
+    out = judge_view(ptr, 0, shape, strides, DTYPES[name] if name in DTYPES else void_name(name))
     if isinstance(out, Accept):
         out.facts.update(dtype=name, device=device, readonly=st["readonly"], itemsize=itemsize(name))
         if st["stream"][0] == "none" or stream != 0:

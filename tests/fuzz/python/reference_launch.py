@@ -25,7 +25,8 @@ FLT_MAX = struct.unpack("<f", b"\xff\xff\x7f\x7f")[0]
 
 def arg_value(spec, numpy):
     """The value a launch argument spec becomes before it meets a parameter:
-    ('null',), ('bool', b), ('int', v) (any int64 or uint64), ('float', x), ('bytes', b), ('array', facts)."""
+    ('null',), ('bool', b), ('int', v) (any int64 or uint64), ('float', x), ('bytes', b), ('array', facts),
+    ('complex', z, single) (complex and numpy.complex128; numpy.complex64 with single: never as bytes)."""
     kind = spec[0]
     if kind == "none":
         return ("null",)
@@ -42,11 +43,25 @@ def arg_value(spec, numpy):
         if spec[1] == "float64":
             return ("float", spec[2])
         return ("bytes", numpy.array(spec[2], dtype=spec[1]).tobytes())
+    if kind == "complex":
+        return ("complex", complex(spec[1]), False)
+    if kind == "npcomplex":  # numpy.complex128 is a complex; numpy.complex64 too, with float parts
+        return ("complex", complex(spec[2]), spec[1] == "complex64")
     if kind in ("bytes", "bytearray", "memoryview", "npvoid"):
         return ("bytes", bytes(spec[1]))
     if kind in ("view", "cai"):
         return ("array", spec[1])
     raise Invalid(f"a {kind} is no kernel argument")
+
+
+def complex_bits(s):
+    """64 / 128 for the complex-of-float / -of-double spellings (float2, cuda::std[::__N]::complex<float>,
+    thrust::complex<float>, ...), else 0."""
+    if s in ("float2", "double2"):
+        return 64 if s == "float2" else 128
+    if not (s.startswith("cuda::std::") or s.startswith("thrust::")):
+        return 0
+    return 64 if s.endswith("::complex<float>") else 128 if s.endswith("::complex<double>") else 0
 
 
 def _pointee(s):
@@ -119,6 +134,22 @@ def judge_argument(param, value, device):
                 raise Invalid("the signature's size is not a tensor view's")
             b = struct.pack(f"<Q{rank}q{rank}q", a["ptr"], *a["shape"], *a["strides"])
             return b, a["device_id"] if device is None else device
+    bits = complex_bits(s) if s not in SCALARS else 0
+    if bits and size == bits // 8:
+        if kind == "bytes":
+            return exactly(value[1]), device
+        if kind != "complex":
+            raise Invalid("a complex parameter takes a complex value")
+        z, single = value[1], value[2]
+        if bits == 64:
+            if not single and any(math.isfinite(x) and abs(x) > FLT_MAX for x in (z.real, z.imag)):
+                raise Invalid("a part beyond float's range")
+            return exactly(struct.pack("<ff", z.real, z.imag)), device
+        if single:
+            raise Invalid("numpy.complex64 into a complex of double")
+        return exactly(struct.pack("<dd", z.real, z.imag)), device
+    if kind == "complex":
+        raise Invalid("a complex into a parameter that is not complex")
     if s not in SCALARS:
         if kind != "bytes" or len(value[1]) != size:
             raise Invalid("a by-value struct takes bytes of its size")

@@ -1,0 +1,148 @@
+// scalar_args.cpp — launch arguments that are not arrays (numbers, None, bytes, structured scalars)
+// to ArgValues, and how their Python types are classified (the full path and the shortcut agree).
+#include "launch/scalar_args.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "common/checked_args.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+[[noreturn]] void raise_now() { throw py::error_already_set(); }
+
+}  // namespace
+
+bool scalar_value(PyObject* o, std::size_t i, ArgValue& v, Py_buffer& buffer, const char* kernel) {
+  v.python_type = Py_TYPE(o)->tp_name;
+  switch (classify_scalar(o)) {
+    case ScalarClass::none:
+      v.kind = ArgValue::Kind::null_pointer;
+      return false;
+    case ScalarClass::boolean: {
+      int truth = PyObject_IsTrue(o);
+      if (truth < 0) raise_now();
+      v.kind = ArgValue::Kind::boolean;
+      v.i = truth;
+      return false;
+    }
+    case ScalarClass::integer: {
+      long long value = 0;
+      if (PyLong_CheckExact(o) && int64_argument(o, value)) {  // the common case, without __index__
+        v.kind = ArgValue::Kind::signed_integer;
+        v.i = value;
+        return false;
+      }
+      PyErr_Clear();
+      py::object as_int = py::reinterpret_steal<py::object>(PyNumber_Index(o));
+      if (!as_int)
+        raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: __index__() of the {} failed", kernel, i,
+                                                        type_name(o)));
+      int overflow = 0;
+      value = PyLong_AsLongLongAndOverflow(as_int.ptr(), &overflow);
+      if (value == -1 && !overflow && PyErr_Occurred()) raise_now();
+      auto too_big = [&] {  // describe(): str() of a huge int can fail (its digit limit), this must not
+        const std::string message = fmt::format("{}: argument {}: {} does not fit in any integer parameter", kernel, i,
+                                                describe(as_int.ptr()));
+        PyErr_SetString(PyExc_OverflowError, message.c_str());
+        raise_now();
+      };
+      if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(as_int.ptr());
+        if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+          PyErr_Clear();
+          too_big();
+        }
+        v.kind = ArgValue::Kind::unsigned_integer;
+        v.u = u;
+      } else if (overflow < 0) {
+        too_big();
+      } else {
+        v.kind = ArgValue::Kind::signed_integer;
+        v.i = value;
+      }
+      return false;
+    }
+    case ScalarClass::floating: {
+      double d = PyFloat_AsDouble(o);
+      if (d == -1.0 && PyErr_Occurred())
+        raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: float() of the {} failed", kernel, i,
+                                                        type_name(o)));
+      v.kind = ArgValue::Kind::floating;
+      v.f = d;
+      return false;
+    }
+    case ScalarClass::complex: {
+      // complex and its subclasses directly; numpy.complex64 through __complex__ (its float parts
+      // become doubles exactly).
+      const Py_complex c = PyComplex_AsCComplex(o);
+      if (c.real == -1.0 && PyErr_Occurred())
+        raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: complex() of the {} failed", kernel, i,
+                                                        type_name(o)));
+      v.kind = ArgValue::Kind::complex;
+      v.f = c.real;
+      v.im = c.imag;
+      v.complex_single = !PyComplex_Check(o);
+      return false;
+    }
+    case ScalarClass::bytes:
+      v.kind = ArgValue::Kind::bytes;
+      v.data = PyBytes_AS_STRING(o);
+      v.size = static_cast<std::size_t>(PyBytes_GET_SIZE(o));
+      return false;
+    case ScalarClass::buffer:
+      // bytearray, memoryview, NumPy structured scalars (np.void): the bytes, as they are.
+      if (PyObject_GetBuffer(o, &buffer, PyBUF_C_CONTIGUOUS) != 0) raise_now();
+      v.kind = ArgValue::Kind::bytes;
+      v.data = buffer.buf;
+      v.size = static_cast<std::size_t>(buffer.len);
+      return true;
+    case ScalarClass::other:
+      break;
+  }
+  PyErr_Format(PyExc_TypeError,
+               "%s: argument %zu: cannot pass a %s (expected an array, a number, None, or bytes for a struct)",
+               kernel, i, Py_TYPE(o)->tp_name);
+  raise_now();
+}
+
+ScalarClass classify_scalar(PyObject* o) {
+  PyTypeObject* type = Py_TYPE(o);
+  if (type == &PyLong_Type) return ScalarClass::integer;
+  if (o == Py_None) return ScalarClass::none;
+  if (PyBool_Check(o) || std::strcmp(type->tp_name, "numpy.bool") == 0 || std::strcmp(type->tp_name, "numpy.bool_") == 0)
+    return ScalarClass::boolean;
+  if (PyLong_Check(o) || PyIndex_Check(o)) return ScalarClass::integer;
+  if (PyComplex_Check(o) || std::strcmp(type->tp_name, "numpy.complex64") == 0) return ScalarClass::complex;
+  if (std::strcmp(type->tp_name, "numpy.clongdouble") == 0 || std::strcmp(type->tp_name, "numpy.complex256") == 0)
+    return ScalarClass::other;
+  if (PyFloat_Check(o) || (type->tp_as_number && type->tp_as_number->nb_float && !PyObject_CheckBuffer(o)))
+    return ScalarClass::floating;
+  if (PyBytes_Check(o)) return ScalarClass::bytes;
+  if (PyObject_CheckBuffer(o)) return ScalarClass::buffer;
+  return ScalarClass::other;
+}
+
+bool int64_argument(PyObject* o, long long& v) {
+  int overflow = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+  // Most launch ints are small: read in place (CPython keeps values below 2**30 compact).
+  if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) {
+    v = static_cast<long long>(PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o)));
+    return true;
+  }
+#endif
+  if (PyLong_CheckExact(o)) {
+    v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  } else {
+    PyObject* as_int = PyNumber_Index(o);
+    if (!as_int) return false;
+    v = PyLong_AsLongLongAndOverflow(as_int, &overflow);
+    Py_DECREF(as_int);
+  }
+  return !overflow && !(v == -1 && PyErr_Occurred());
+}
+
+}  // namespace jitbridge::python

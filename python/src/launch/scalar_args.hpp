@@ -1,0 +1,29 @@
+// scalar_args.hpp — launch arguments that are not arrays: how their types are classified, and read.
+#pragma once
+
+#include <cstddef>
+
+#include "bindings.hpp"
+#include "jitbridge/arguments.hpp"
+
+namespace jitbridge::python {
+
+// How a launch argument that is not an array is read, decided by its type alone (the full path
+// and the shortcut agree through this): None; a bool (Python's or NumPy's); an integer (int and
+// anything with __index__); a float (float and anything with __float__ that is not a buffer);
+// a complex (complex and its subclasses such as numpy.complex128, and numpy.complex64; never as
+// bytes); bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else
+// (numpy.clongdouble included: no parameter type holds it).
+enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other, complex };
+ScalarClass classify_scalar(PyObject* o);
+// An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
+// through __index__. False, with the Python error (if any) left set, otherwise.
+bool int64_argument(PyObject* o, long long& v);
+
+// A Python scalar, None, or bytes-like object (argument `i` of `kernel`) to `v`. Arrays are
+// handled before this. Returns true when it took a buffer view of `o` into `buffer`, which the
+// caller releases (PyBuffer_Release) after packing; `v` then borrows its bytes. Throws TypeError /
+// OverflowError naming the argument (py::error_already_set) for what no parameter could take.
+bool scalar_value(PyObject* o, std::size_t i, ArgValue& v, Py_buffer& buffer, const char* kernel);
+
+}  // namespace jitbridge::python
