@@ -288,8 +288,9 @@ const CompileOptions& with_device_headers(std::string_view source, const Compile
 }  // namespace
 
 std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& given, Cache* cache) {
-  CompileOptions storage;
-  const CompileOptions& options = with_device_headers(source, given, storage);
+  CompileOptions storage, shim_storage;
+  const CompileOptions& options =
+      detail::with_std_headers(with_device_headers(source, given, storage), shim_storage);
   Cache& c = cache ? *cache : Cache::global();
   // The key names the NVRTC file the search locates; a hit loads no NVRTC (docs/DESIGN.md).
   std::string arch = options.arch;

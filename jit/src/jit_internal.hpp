@@ -125,5 +125,22 @@ void check_arch_supported(const std::string& arch);
 // out), toolkit include dirs, -arch, -Xptxas=-v where a cubin is built. `arch` is in/out:
 // an -arch in the user options fills it when empty and must agree when not.
 std::vector<std::string> effective_options(const CompileOptions& options, std::string& arch);
+// The include directories the user gave (-I forms in `options.options`, then include_paths), made
+// absolute, in search order; toolkit directories are not among them. An -I without its directory is
+// skipped (effective_options refuses it). Never throws but std::bad_alloc.
+std::vector<std::string> user_include_dirs(const CompileOptions& options);
+
+// ---- std_headers.cpp: standard headers for pasted code ----------------------------------------
+// The option "-DJITBRIDGE_NO_STD_SHIMS" turns the shims off for one compile.
+inline constexpr const char* kNoStdShimsMacro = "JITBRIDGE_NO_STD_SHIMS";
+// The in-memory shims: <type_traits>, <cstdint>, ..., <stdio.h>, each mapped onto libcu++ or NVRTC's
+// built-ins (docs/DESIGN.md, "Standard headers"). Their texts enter the cache key as any header's do.
+const std::vector<Header>& std_shim_headers();
+// Whether libcu++ (cuda/std/type_traits) is on compile_include_dirs(); shims need it. Never throws.
+bool std_shims_available();
+// `options` plus every shim the compile lacks: none when opted out or libcu++ is missing, and none for
+// a name that an in-memory header or a file in a user include directory provides (the user's wins).
+// Returns `options` itself or `storage`, filled.
+const CompileOptions& with_std_headers(const CompileOptions& options, CompileOptions& storage);
 
 }  // namespace jitbridge::detail
