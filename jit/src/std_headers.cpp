@@ -101,9 +101,16 @@ bool std_shims_available() {
 }
 
 const CompileOptions& with_std_headers(const CompileOptions& options, CompileOptions& storage) {
-  const std::string opt_out = std::string("-D") + kNoStdShimsMacro;
-  for (const std::string& o : options.options)
-    if (o == opt_out || o.rfind(opt_out + "=", 0) == 0) return options;
+  const std::vector<std::string>& o = options.options;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    // -DNAME, -DNAME=..., -D NAME, --define-macro=NAME
+    std::string_view defined = o[i];
+    if (defined.rfind("-D", 0) == 0) defined.remove_prefix(2);
+    else if (defined.rfind("--define-macro=", 0) == 0) defined.remove_prefix(15);
+    else continue;
+    if (defined.empty() && i + 1 < o.size()) defined = o[i + 1];
+    if (defined.substr(0, defined.find('=')) == kNoStdShimsMacro) return options;
+  }
   if (!std_shims_available()) return options;
   const std::vector<std::string> user_dirs = user_include_dirs(options);
   std::vector<const Header*> add;

@@ -178,6 +178,14 @@ TEST_CASE("the shims enter the compile as in-memory headers, so the cache key co
   CompileOptions opted_out = for_arch();
   opted_out.options = {"-DJITBRIDGE_NO_STD_SHIMS"};
   CHECK(&detail::with_std_headers(opted_out, storage) == &opted_out);
+  const std::vector<std::vector<std::string>> spellings = {
+      {"-D", "JITBRIDGE_NO_STD_SHIMS"}, {"--define-macro=JITBRIDGE_NO_STD_SHIMS"}, {"-DJITBRIDGE_NO_STD_SHIMS=1"}};
+  for (const std::vector<std::string>& spelling : spellings) {
+    opted_out.options = spelling;
+    CHECK(&detail::with_std_headers(opted_out, storage) == &opted_out);
+  }
+  opted_out.options = {"-DJITBRIDGE_NO_STD_SHIMS_NOT"};
+  CHECK(&detail::with_std_headers(opted_out, storage) == &storage);
   // Every shim names where it maps to.
   for (const Header& h : detail::std_shim_headers()) {
     INFO(h.name);
