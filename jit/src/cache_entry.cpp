@@ -124,6 +124,11 @@ std::string serialize_record(const std::string& key, const CacheRecord& record) 
       w.str(prm.spelling);
     }
   }
+  w.u64(p.templates.size());
+  for (const TemplateKernel& t : p.templates) {
+    w.str(t.name);
+    w.str(t.header);
+  }
   std::string payload = std::move(w.bytes());
   std::string out(kMagic, sizeof kMagic);
   std::uint64_t size = payload.size();
@@ -187,6 +192,10 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
       k.signature = std::move(sig);
     }
     p->kernels.push_back(std::move(k));
+  }
+  for (std::uint64_t n = r.count(16), i = 0; i < n; ++i) {
+    std::string name = r.str();
+    p->templates.push_back({std::move(name), r.str()});
   }
   if (!r.ok()) return std::nullopt;
   p->origin = Origin::disk_cache;

@@ -21,7 +21,8 @@ using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
-constexpr const char* kKeyVersion = "jitbridge-cache-key-5";
+// 6: entries hold Program::templates.
+constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
 std::string cache_key(std::string_view source, const CompileOptions& options,
@@ -127,8 +128,9 @@ std::size_t count_lines(std::string_view s) {
 // True when the first error NVRTC reports lies in the user's own text (its source or a header),
 // not in the probe code or probe name expressions jitbridge appended.
 bool error_is_users(const CompileError::Details& d, std::string_view source) {
-  if (d.line == 0) return false;
-  if (d.message.find("(in ") != std::string::npos) return true;  // in a header
+  if (d.name_expression >= 0) return true;  // one the user gave
+  if (d.line == 0 || d.file.empty()) return false;
+  if (d.file != d.program_name) return true;  // in a header
   return static_cast<std::size_t>(d.line) <= count_lines(source);
 }
 
@@ -185,13 +187,15 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
     may_include = may_include || (o.find("include") != std::string::npos && o.rfind("-I", 0) != 0);
   Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, may_include);
   if (!pass.ok) {
-    CompileError::Details d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
+    CompileError::Details d =
+        detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
     if (!error_is_users(d, source)) {
       // Perhaps a probe we added (a kernel the scan misread): compile without any.
       probe_of.clear();
       expressions = options.name_expressions;
       pass = run_pass(source, options, nvrtc_options, expressions, may_include);
-      if (!pass.ok) d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
+      if (!pass.ok)
+        d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
     }
     if (!pass.ok) {
       d.options = nvrtc_options;
@@ -212,6 +216,8 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       program->cubin.empty() ? std::map<std::string, Resources>{} : detail::cubin_resources(program->cubin);
   while (!program->log.empty() && program->log.back() == '\n') program->log.pop_back();
   for (const std::string& e : options.name_expressions) program->lowered_names.emplace_back(e, pass.lowered[e]);
+  for (const KernelCandidate& k : candidates)
+    if (k.is_template) program->templates.push_back({k.qualified_name, k.template_header});
 
   // Name each kernel of the binary and attach what the probes said.
   std::map<std::string, std::string> name_of;          // lowered -> user-facing name

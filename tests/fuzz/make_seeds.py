@@ -17,7 +17,7 @@ def s(b):
     return u64(len(b)) + b
 
 
-def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", options=(), lowered=()):
+def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", options=(), lowered=(), templates=()):
     out = s(KEY) + u64(recorded) + s(cwd) + u64(len(deps))
     for path, size, mtime, digest in deps:
         out += s(path) + u64(size) + u64(mtime) + s(digest)
@@ -33,6 +33,7 @@ def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", op
         out += u64(1) + u64(len(params))
         for pointer, typ, const, size, align, spelling in params:
             out += u64(pointer) + s(typ) + u64(const) + u64(size) + u64(align) + s(spelling)
+    out += u64(len(templates)) + b"".join(s(a) + s(b) for a, b in templates)
     return out
 
 
@@ -41,7 +42,8 @@ SEEDS = {
     "empty-program": payload(),
     "saxpy": payload(kernels=[("saxpy", [(0, "float", 0, 4, 4, "float")] + SAXPY)], options=["-arch=sm_90"]),
     "template": payload(kernels=[("fill<float>", [(1, "float", 0, 8, 8, "float*")])],
-                        lowered=[("fill<float>", "_Z4fillIfEvPT_")]),
+                        lowered=[("fill<float>", "_Z4fillIfEvPT_")],
+                        templates=[("fill", "template <typename T>")]),
     "no-signature": payload(kernels=[("k", None)]),
     "damaged-sizes": payload(kernels=[("k", [(0, "Params", 0, 2**64 - 1, 2**63, "Params")])]),
     "negative-time": payload(recorded=2**63),

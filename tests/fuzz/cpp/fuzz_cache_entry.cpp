@@ -77,6 +77,10 @@ void compare(const detail::CacheRecord& got, const jbfuzz::ref::RefRecord& want)
       p.lowered_names != want.lowered_names)
     mismatch("program strings");
   if (p.origin != Origin::disk_cache) mismatch("origin");
+  if (p.templates.size() != want.templates.size()) mismatch("template count");
+  for (std::size_t i = 0; i < p.templates.size(); ++i)
+    if (p.templates[i].name != want.templates[i].first || p.templates[i].header != want.templates[i].second)
+      mismatch(fmt::format("template {}", i));
   if (p.kernels.size() != want.kernels.size()) mismatch("kernel count");
   for (std::size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];

@@ -206,6 +206,12 @@ bool parse_payload(Cursor& c, std::string_view key, RefRecord& r) {
     }
     r.kernels.push_back(std::move(k));
   }
+  if (!c.u64(n)) return false;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::string a, b;
+    if (!c.str(a) || !c.str(b)) return false;
+    r.templates.emplace_back(std::move(a), std::move(b));
+  }
   return c.at_end();
 }
 

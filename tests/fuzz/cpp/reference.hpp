@@ -78,6 +78,7 @@ struct RefRecord {
   std::vector<std::string> options;
   std::vector<std::pair<std::string, std::string>> lowered_names;
   std::vector<RefKernel> kernels;
+  std::vector<std::pair<std::string, std::string>> templates;  // name, template header
 };
 
 // The entry format (magic "JBCACHE1", u64 payload size, XXH3-128 of the payload as 32 lowercase hex
