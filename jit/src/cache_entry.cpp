@@ -129,6 +129,11 @@ std::string serialize_record(const std::string& key, const CacheRecord& record) 
   w.str(p.link_input);
   w.u64(p.link_input_is_ltoir);
   w.u64(p.linked);
+  w.u64(p.templates.size());
+  for (const TemplateKernel& t : p.templates) {
+    w.str(t.name);
+    w.str(t.header);
+  }
   std::string payload = std::move(w.bytes());
   std::string out(kMagic, sizeof kMagic);
   std::uint64_t size = payload.size();
@@ -198,6 +203,10 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
   p->link_input = r.str();
   p->link_input_is_ltoir = r.u64() != 0;
   p->linked = r.u64() != 0;
+  for (std::uint64_t n = r.count(16), i = 0; i < n; ++i) {
+    std::string name = r.str();
+    p->templates.push_back({std::move(name), r.str()});
+  }
   if (!r.ok()) return std::nullopt;
   p->origin = Origin::disk_cache;
   record.program = std::move(p);

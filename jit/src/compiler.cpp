@@ -22,7 +22,8 @@ using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
-// 6: Program::link_input / linked in the entry (separate compilation); pointee size/alignment in the probe.
+// 6: Program::link_input / linked (separate compilation), pointee size/alignment in the probe, and
+//    Program::templates in the entry.
 constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
@@ -131,8 +132,9 @@ std::size_t count_lines(std::string_view s) {
 // True when the first error NVRTC reports lies in the user's own text (its source or a header),
 // not in the probe code or probe name expressions jitbridge appended.
 bool error_is_users(const CompileError::Details& d, std::string_view source) {
-  if (d.line == 0) return false;
-  if (d.message.find("(in ") != std::string::npos) return true;  // in a header
+  if (d.name_expression >= 0) return true;  // one the user gave
+  if (d.line == 0 || d.file.empty()) return false;
+  if (d.file != d.program_name) return true;  // in a header
   return static_cast<std::size_t>(d.line) <= count_lines(source);
 }
 
@@ -189,13 +191,15 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
     may_include = may_include || (o.find("include") != std::string::npos && o.rfind("-I", 0) != 0);
   Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, may_include);
   if (!pass.ok) {
-    CompileError::Details d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
+    CompileError::Details d =
+        detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
     if (!error_is_users(d, source)) {
       // Perhaps a probe we added (a kernel the scan misread): compile without any.
       probe_of.clear();
       expressions = options.name_expressions;
       pass = run_pass(source, options, nvrtc_options, expressions, may_include);
-      if (!pass.ok) d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates);
+      if (!pass.ok)
+        d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
     }
     if (!pass.ok) {
       d.options = nvrtc_options;
@@ -217,6 +221,8 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       program->cubin.empty() ? std::map<std::string, Resources>{} : detail::cubin_resources(program->cubin);
   while (!program->log.empty() && program->log.back() == '\n') program->log.pop_back();
   for (const std::string& e : options.name_expressions) program->lowered_names.emplace_back(e, pass.lowered[e]);
+  for (const KernelCandidate& k : candidates)
+    if (k.is_template) program->templates.push_back({k.qualified_name, k.template_header});
 
   // Name each kernel of the binary and attach what the probes said.
   std::map<std::string, std::string> name_of;          // lowered -> user-facing name
@@ -296,8 +302,9 @@ const CompileOptions& with_device_headers(std::string_view source, const Compile
 }  // namespace
 
 std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& given, Cache* cache) {
-  CompileOptions storage;
-  const CompileOptions& options = with_device_headers(source, given, storage);
+  CompileOptions storage, shim_storage;
+  const CompileOptions& options =
+      detail::with_std_headers(with_device_headers(source, given, storage), shim_storage);
   Cache& c = cache ? *cache : Cache::global();
   // The key names the NVRTC file the search locates; a hit loads no NVRTC (docs/DESIGN.md).
   std::string arch = options.arch;

@@ -48,11 +48,32 @@ bool unlocated_error(std::string_view line, std::string& message) {
   return true;
 }
 
+// At most `max` characters of `line`, marked when cut.
+std::string capped(std::string_view line, std::size_t max) {
+  if (line.size() <= max) return std::string(line);
+  return fmt::format("{} [... {} more characters]", line.substr(0, max), line.size() - max);
+}
+
+std::string trimmed(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// Hints for NVRTC messages whose cure is an option.
+std::string with_hint(std::string message) {
+  if (message.find("device-side kernel launch could not be processed") != std::string::npos)
+    message += " (launching kernels from the device needs relocatable device code: compile with "
+               "options=('-rdc=true',))";
+  return message;
+}
+
 }  // namespace
 
 CompileError::Details parse_diagnostics(std::string_view log, std::string_view source,
                                         std::string_view program_name,
-                                        const std::vector<KernelCandidate>& kernels) {
+                                        const std::vector<KernelCandidate>& kernels,
+                                        const std::vector<std::string>& name_expressions) {
   CompileError::Details d;
   d.log = std::string(log);
   d.program_name = std::string(program_name);
@@ -60,10 +81,33 @@ CompileError::Details parse_diagnostics(std::string_view log, std::string_view s
   for (std::size_t i = 0; i < lines.size(); ++i) {
     std::string file;
     if (located_error(lines[i], file, d.line, d.message)) {
+      d.message = with_hint(std::move(d.message));
       // NVRTC echoes the line indented by two blanks, then a caret line under the column.
+      const bool echoed = i + 1 < lines.size() && lines[i + 1].substr(0, 2) == "  ";
       const std::size_t caret = i + 2 < lines.size() ? lines[i + 2].find('^') : std::string_view::npos;
-      if (caret != std::string_view::npos && caret <= static_cast<std::size_t>(std::numeric_limits<int>::max()) &&
-          lines[i + 1].substr(0, 2) == "  ") {
+      if (file == kNameMapFile) {
+        // "#pragma nv_mangled_name <expression>": find the user's expression it came from.
+        std::string written;
+        if (echoed) {
+          constexpr std::string_view pragma = "nv_mangled_name ";
+          const std::size_t at = lines[i + 1].find(pragma);
+          if (at != std::string_view::npos) written = trimmed(lines[i + 1].substr(at + pragma.size()));
+        }
+        for (std::size_t e = 0; e < name_expressions.size() && d.name_expression < 0; ++e)
+          if (trimmed(name_expressions[e]) == written) d.name_expression = static_cast<int>(e);
+        if (written.empty() && d.line >= 1 && static_cast<std::size_t>(d.line) <= name_expressions.size())
+          d.name_expression = d.line - 1;  // the n-th expression given is the map's n-th line
+        if (d.name_expression >= 0)
+          d.message = fmt::format("name_expressions[{}] '{}': {}", d.name_expression,
+                                  capped(name_expressions[static_cast<std::size_t>(d.name_expression)],
+                                         CompileError::kMaxEchoedChars),
+                                  d.message);
+        d.line = 0;
+        return d;
+      }
+      d.file = file;
+      if (echoed && caret != std::string_view::npos &&
+          caret <= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
         d.column = static_cast<int>(caret) - 1;
         d.source_line = std::string(lines[i + 1].substr(2));
       }
@@ -73,37 +117,52 @@ CompileError::Details parse_diagnostics(std::string_view log, std::string_view s
           d.source_line = std::string(src[static_cast<std::size_t>(d.line) - 1]);
         for (const KernelCandidate& k : kernels)
           if (k.line <= d.line) d.kernel = k.qualified_name;
-      } else {
-        d.message = fmt::format("{} (in {})", d.message, file);
       }
       return d;
     }
-    if (unlocated_error(lines[i], d.message)) return d;
+    if (unlocated_error(lines[i], d.message)) {
+      d.message = with_hint(std::move(d.message));
+      return d;
+    }
   }
   d.message = "NVRTC reported a failure without an error line";
   return d;
 }
 
 std::string format_compile_error(const CompileError::Details& d) {
+  const std::size_t max_chars = CompileError::kMaxEchoedChars;
+  const std::string& file = d.file.empty() ? d.program_name : d.file;
   std::string out;
   if (d.line > 0) {
-    out = fmt::format("{}:{}:{}: error: {}", d.program_name, d.line, d.column > 0 ? d.column : 1,
-                      d.message);
+    out = fmt::format("{}:{}:{}: error: {}", file, d.line, d.column > 0 ? d.column : 1, capped(d.message, max_chars * 4));
   } else {
-    out = fmt::format("{}: error: {}", d.program_name, d.message);
+    out = fmt::format("{}: error: {}", d.program_name, capped(d.message, max_chars * 4));
   }
   if (!d.kernel.empty()) out += fmt::format(" [in kernel '{}']", d.kernel);
-  if (!d.source_line.empty()) {
+  if (!d.source_line.empty() && d.line > 0) {
     std::string number = std::to_string(d.line);
-    out += fmt::format("\n {} | {}", number, d.source_line);
-    if (d.column > 0) {
+    out += fmt::format("\n {} | {}", number, capped(d.source_line, max_chars));
+    if (d.column > 0 && static_cast<std::size_t>(d.column) <= max_chars) {
       std::string pad;
       for (int c = 1; c < d.column && static_cast<std::size_t>(c) <= d.source_line.size(); ++c)
         pad += d.source_line[static_cast<std::size_t>(c) - 1] == '\t' ? '\t' : ' ';
       out += fmt::format("\n {} | {}^", std::string(number.size(), ' '), pad);
     }
   }
-  out += fmt::format("\nNVRTC log (options: {}):\n{}", fmt::join(d.options, " "), d.log);
+  std::string options = fmt::format("{}", fmt::join(d.options, " "));
+  out += fmt::format("\nNVRTC log (options: {}):", capped(options, max_chars * 5));
+  if (d.name_expression >= 0) {
+    // NVRTC's log shows the code it generated for name expressions: not the user's to read.
+    out += " (in CompileError.log; it shows the code NVRTC generates for name expressions)";
+    return out;
+  }
+  const std::vector<std::string_view> lines = split_lines(d.log);
+  std::size_t shown = 0;
+  for (; shown < lines.size() && shown < CompileError::kMaxLogLines; ++shown)
+    out += "\n" + capped(lines[shown], max_chars);
+  std::size_t rest = lines.size() - shown;
+  while (rest > 0 && lines[shown + rest - 1].empty()) --rest;  // the log's trailing newline
+  if (rest > 0) out += fmt::format("\n[... {} more lines of the log in CompileError.log]", rest);
   return out;
 }
 

@@ -17,11 +17,13 @@ struct KernelCandidate {
   std::string qualified_name;  // "saxpy", "ns::scale"
   int line = 0;                // 1-based line of the declaration
   bool is_template = false;    // template kernels need a name expression to exist at all
+  std::string template_header; // templates: "template <typename T, int N>", as the tokens read
 };
-// Scans comment-free text for non-template __global__ function declarations at namespace
+// Scans comment-free text for __global__ function declarations (templates flagged) at namespace
 // scope. Macros are not expanded: a kernel declared through a macro is missed here (the
 // compiler finds it later). Duplicates (declaration + definition) are reported once.
 std::vector<KernelCandidate> scan_kernels(std::string_view source);
+
 
 // ---- signature.cpp: the probe that makes NVRTC tell the parameter types ------------------
 // Source appended to every program: a variable template whose lowered name spells a function
@@ -54,9 +56,15 @@ std::vector<std::string> cubin_kernels(std::string_view cubin);
 std::map<std::string, Resources> cubin_resources(std::string_view cubin);
 
 // ---- diagnostics.cpp: turning an NVRTC log into a CompileError ------------------------------
+// An error in a name expression (NVRTC's "__nv_name_map" lines) is reported against the expression
+// in `name_expressions` it came from (Details::name_expression), never against generated code; an
+// error in an expression jitbridge added (a probe) leaves name_expression at -1 and file empty.
 CompileError::Details parse_diagnostics(std::string_view log, std::string_view source,
                                         std::string_view program_name,
-                                        const std::vector<KernelCandidate>& kernels);
+                                        const std::vector<KernelCandidate>& kernels,
+                                        const std::vector<std::string>& name_expressions = {});
+// NVRTC's file name for the name expressions of a program.
+inline constexpr std::string_view kNameMapFile = "__nv_name_map";
 // The message CompileError::what() returns.
 std::string format_compile_error(const CompileError::Details& d);
 
@@ -125,5 +133,22 @@ void check_arch_supported(const std::string& arch);
 // out), toolkit include dirs, -arch, -Xptxas=-v where a cubin is built. `arch` is in/out:
 // an -arch in the user options fills it when empty and must agree when not.
 std::vector<std::string> effective_options(const CompileOptions& options, std::string& arch);
+// The include directories the user gave (-I forms in `options.options`, then include_paths), made
+// absolute, in search order; toolkit directories are not among them. An -I without its directory is
+// skipped (effective_options refuses it). Never throws but std::bad_alloc.
+std::vector<std::string> user_include_dirs(const CompileOptions& options);
+
+// ---- std_headers.cpp: standard headers for pasted code ----------------------------------------
+// The option "-DJITBRIDGE_NO_STD_SHIMS" turns the shims off for one compile.
+inline constexpr const char* kNoStdShimsMacro = "JITBRIDGE_NO_STD_SHIMS";
+// The in-memory shims: <type_traits>, <cstdint>, ..., <stdio.h>, each mapped onto libcu++ or NVRTC's
+// built-ins (docs/DESIGN.md, "Standard headers"). Their texts enter the cache key as any header's do.
+const std::vector<Header>& std_shim_headers();
+// Whether libcu++ (cuda/std/type_traits) is on compile_include_dirs(); shims need it. Never throws.
+bool std_shims_available();
+// `options` plus every shim the compile lacks: none when opted out or libcu++ is missing, and none for
+// a name that an in-memory header or a file in a user include directory provides (the user's wins).
+// Returns `options` itself or `storage`, filled.
+const CompileOptions& with_std_headers(const CompileOptions& options, CompileOptions& storage);
 
 }  // namespace jitbridge::detail

@@ -1,5 +1,5 @@
-// kernel_scan.cpp — finds the non-template __global__ functions a CUDA source declares, so the
-// signature probe can ask NVRTC for their parameter types in the same compile.
+// kernel_scan.cpp — finds the __global__ functions a CUDA source declares, so the signature probe can
+// ask NVRTC for their parameter types in the same compile, and template kernels get a name-expression hint.
 #include <cctype>
 #include <set>
 
@@ -92,7 +92,48 @@ bool is_attribute_macro(const std::string& t) {
   return names.count(t) != 0;
 }
 
+// "template <typename T, int N>" from its tokens starting at `from` (the "template"); "" when the
+// angle brackets do not close before the kernel's declaration.
+std::string template_header(const std::vector<Token>& toks, std::size_t from, std::size_t end) {
+  std::string out;
+  int depth = 0;
+  for (std::size_t k = from; k < end; ++k) {
+    const std::string& t = toks[k].text;
+    const bool word = is_identifier(t) || std::isdigit(static_cast<unsigned char>(t[0]));
+    const bool prev_word = !out.empty() && (std::isalnum(static_cast<unsigned char>(out.back())) || out.back() == '_');
+    if ((word && prev_word) || (!out.empty() && out.back() == ',') || (t == "<" && depth == 0)) out += ' ';
+    out += t;
+    if (t == "<") ++depth;
+    else if (t == ">" && --depth == 0) return out;
+  }
+  return "";
+}
+
 }  // namespace
+
+}  // namespace jitbridge::detail
+
+namespace jitbridge {
+
+std::string TemplateKernel::example() const {
+  const std::size_t open = header.find('<');
+  const std::size_t close = header.rfind('>');
+  std::string args;
+  if (open != std::string::npos && close != std::string::npos && close > open) {
+    for (const std::string& param :
+         detail::split_top_level(std::string_view(header).substr(open + 1, close - open - 1))) {
+      if (param.find("...") != std::string::npos || param.rfind("template", 0) == 0) continue;
+      const bool is_type = param.rfind("typename", 0) == 0 || param.rfind("class", 0) == 0;
+      const bool is_bool = param.rfind("bool", 0) == 0;
+      args += std::string(args.empty() ? "" : ", ") + (is_type ? "float" : is_bool ? "true" : "1");
+    }
+  }
+  return name + "<" + args + ">";
+}
+
+}  // namespace jitbridge
+
+namespace jitbridge::detail {
 
 std::vector<KernelCandidate> scan_kernels(std::string_view source) {
   const std::vector<Token> toks = tokenize(blank_noise(source));
@@ -161,7 +202,7 @@ std::vector<KernelCandidate> scan_kernels(std::string_view source) {
     qualified += name;
     bool is_template = decl_start < toks.size() && toks[decl_start].text == "template";
     if (seen.insert(qualified).second)
-      out.push_back({qualified, toks[i].line, is_template});
+      out.push_back({qualified, toks[i].line, is_template, is_template ? template_header(toks, decl_start, i) : ""});
   }
   return out;
 }

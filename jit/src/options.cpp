@@ -103,4 +103,16 @@ std::vector<std::string> effective_options(const CompileOptions& options, std::s
   return out;
 }
 
+std::vector<std::string> user_include_dirs(const CompileOptions& options) {
+  std::vector<std::string> out;
+  const std::vector<std::string>& o = options.options;
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    if (starts_with(o[i], "-I") && o[i].size() > 2) out.push_back(absolute(o[i].substr(2)));
+    else if (starts_with(o[i], "--include-path=")) out.push_back(absolute(o[i].substr(15)));
+    else if ((o[i] == "-I" || o[i] == "--include-path") && i + 1 < o.size()) out.push_back(absolute(o[++i]));
+  }
+  for (const std::string& dir : options.include_paths) out.push_back(absolute(dir));
+  return out;
+}
+
 }  // namespace jitbridge::detail

@@ -4,6 +4,16 @@
 #include "jitbridge/jit.hpp"
 
 namespace jitbridge {
+namespace {
+
+// A name as errors show it: at most 200 characters (a name can be anything a caller passed).
+std::string shown(std::string_view name) {
+  constexpr std::size_t kMax = 200;
+  if (name.size() <= kMax) return std::string(name);
+  return fmt::format("{}[... {} characters in all]", name.substr(0, kMax), name.size());
+}
+
+}  // namespace
 
 const Kernel* Program::find_kernel(std::string_view name) const {
   for (const Kernel& k : kernels)
@@ -16,7 +26,23 @@ const Kernel* Program::find_kernel(std::string_view name) const {
 const std::string& Program::lowered_name(std::string_view name_expression) const {
   for (const auto& [expr, lowered] : lowered_names)
     if (expr == name_expression) return lowered;
-  throw std::out_of_range(fmt::format("'{}' was not given as a name expression", name_expression));
+  throw std::out_of_range(fmt::format("'{}' was not given as a name expression", shown(name_expression)));
+}
+
+std::string Program::missing_kernel_message(std::string_view name) const {
+  std::string names;
+  for (const Kernel& k : kernels) names += (names.empty() ? "" : ", ") + k.name;
+  std::string out =
+      fmt::format("no kernel '{}' in the program; it has: {}", shown(name), names.empty() ? "none" : shown(names));
+  for (const TemplateKernel& t : templates) {
+    if (t.name != name) continue;
+    const std::string example = t.example();
+    out += fmt::format(
+        ". '{}' is a template kernel ({}): instantiate it with a name expression and ask for that name, "
+        "e.g. RawKernel(code, '{}', name_expressions=['{}']) or compile(code, name_expressions=['{}'])",
+        t.name, t.header, example, example, example);
+  }
+  return out;
 }
 
 }  // namespace jitbridge

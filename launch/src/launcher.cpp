@@ -69,6 +69,23 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
   }
   if (c.cooperative && !l.cooperative_launch)
     bad(fmt::format("cooperative: cuda:{} cannot launch cooperative kernels", device.ordinal()));
+  if (c.cooperative) {
+    // Every block of a cooperative grid must be resident at once: asked of the occupancy API with this block size
+    // and dynamic shared memory, so the error names the numbers (the driver would only say "too large").
+    int per_sm = 0;
+    const ContextGuard context(device);
+    if (driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function.function_for(device),
+                                                             static_cast<int>(threads), c.shared_mem) == CUDA_SUCCESS) {
+      const unsigned long long most =
+          static_cast<unsigned long long>(per_sm) * static_cast<unsigned long long>(l.multiprocessors);
+      if (c.grid.count() > most)
+        bad(fmt::format("cooperative: a grid of {} blocks cannot be resident at once on cuda:{}: {} fits {} blocks of "
+                        "{} threads ({} bytes of dynamic shared memory) per multiprocessor x {} multiprocessors = {} "
+                        "blocks at most; launch at most {} blocks (grid.sync() needs every block running)",
+                        c.grid.count(), device.ordinal(), function.name(), per_sm, threads, c.shared_mem,
+                        l.multiprocessors, most, most));
+    }
+  }
   if (c.programmatic_dependent && l.cc_major < 9)
     bad(fmt::format("programmatic_dependent: needs compute capability 9.0; cuda:{} has {}.{}", device.ordinal(),
                     l.cc_major, l.cc_minor));

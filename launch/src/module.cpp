@@ -85,11 +85,7 @@ std::shared_ptr<Function> Module::function(std::string_view name) const {
   std::string symbol(name);
   if (program_) {
     info = program_->find_kernel(name);
-    if (!info) {
-      std::string names;
-      for (const Kernel& k : program_->kernels) names += (names.empty() ? "" : ", ") + k.name;
-      throw std::out_of_range(fmt::format("no kernel '{}' in this module; it has: {}", name, names.empty() ? "none" : names));
-    }
+    if (!info) throw std::out_of_range(program_->missing_kernel_message(name));
     symbol = info->lowered_name;
   }
   CUkernel kernel = nullptr;
@@ -97,7 +93,9 @@ std::shared_ptr<Function> Module::function(std::string_view name) const {
   if (rc == CUDA_ERROR_NOT_FOUND || rc == CUDA_ERROR_INVALID_VALUE) {
     std::string names;
     for (const std::string& n : kernel_names()) names += (names.empty() ? "" : ", ") + n;
-    throw std::out_of_range(fmt::format("no kernel '{}' in this module; it has: {}", name, names.empty() ? "none" : names));
+    throw std::out_of_range(fmt::format("no kernel '{}' in this module; it has: {}",
+                                        name.size() <= 200 ? std::string(name) : std::string(name.substr(0, 200)) + "[...]",
+                                        names.empty() ? "none" : names));
   }
   check(rc, "cuLibraryGetKernel");
   return std::make_shared<Function>(shared_from_this(), kernel, info ? info->name : symbol, info);
@@ -114,7 +112,8 @@ std::pair<CUdeviceptr, std::size_t> Module::global(std::string_view name, const 
   std::size_t size = 0;
   CUresult rc = driver().cuLibraryGetGlobal(&ptr, &size, library_, symbol.c_str());
   if (rc == CUDA_ERROR_NOT_FOUND || rc == CUDA_ERROR_INVALID_VALUE)
-    throw std::out_of_range(fmt::format("no __device__ or __constant__ variable '{}' in this module", name));
+    throw std::out_of_range(fmt::format("no __device__ or __constant__ variable '{}' in this module",
+                                        name.size() <= 200 ? std::string(name) : std::string(name.substr(0, 200)) + "[...]"));
   check(rc, "cuLibraryGetGlobal");
   return {ptr, size};
 }

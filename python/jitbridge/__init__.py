@@ -32,7 +32,6 @@ from ._core import (
     Signature,
     cache_clear,
     cache_info,
-    compile,
     default_arch,
     link,
     driver_info,
@@ -43,12 +42,36 @@ from ._core import (
 from ._core import ArrayView, Tensor, as_array, empty, empty_like, from_ptr, zeros
 from ._kernels import RawKernel, RawModule
 from . import _core, _cuda_search
+from ._bounded import bound_methods as _bound_methods, bounded as _bounded
 
 # The nvidia-* wheels of this environment, for the run-time search of NVRTC and the CUDA headers
 # (before anything is loaded; docs/DESIGN.md, "Finding CUDA at run time").
 _core._set_wheel_roots(_cuda_search.wheel_roots())
 
 __version__ = "0.1.0"
+
+
+def compile(code, *, options=(), name_expressions=(), headers=None, include_paths=(), arch=None, ptx=False,
+            program_name="kernel.cu"):
+    # A Python function in front of the compiled one: Python's own TypeError for a wrong call (a
+    # positional option list, an unknown keyword) names the argument without echoing `code`, which
+    # pybind11's "Invoked with: ..." would print whole (docs/DESIGN.md, "Errors").
+    return _core.compile(code, options=options, name_expressions=name_expressions, headers=headers,
+                         include_paths=include_paths, arch=arch, ptx=ptx, program_name=program_name)
+
+
+compile.__doc__ = _core.compile.__doc__.partition("\n\n")[2] if "\n\n" in _core.compile.__doc__ else None
+
+# The other compiled entry points, behind bounded(): a call matching no signature names the argument types
+# instead of echoing every value (pybind11's "Invoked with: ..." would print a whole source).
+cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driver_info, synchronize = (
+    _bounded(f) for f in (cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driver_info,
+                          synchronize))
+as_array, from_ptr, empty, zeros, empty_like = (_bounded(f) for f in (as_array, from_ptr, empty, zeros, empty_like))
+_bound_methods(Program, ("kernel", "lowered_name"))
+_bound_methods(Resources, ("as_dict",))
+_bound_methods(_core._Kernel, ("max_active_blocks_per_sm", "suggest_block_size"))
+_bound_methods(_core._Module, ("kernel_names",))
 
 
 def load_ipython_extension(ipython):

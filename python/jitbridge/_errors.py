@@ -6,14 +6,18 @@ __all__ = ["CompileError", "NvrtcError", "CudaNotFoundError", "LinkError", "NoDr
 class CompileError(RuntimeError):
     """NVRTC rejected the source (or its options).
 
-    ``str(e)`` is the whole diagnostic: ``kernel.cu:4:21: error: ...``, the offending line with a
-    caret under the column, then NVRTC's log. The pieces:
+    ``str(e)`` is the diagnostic: ``kernel.cu:4:21: error: ...`` (or ``h.h:5:3: ...`` for an error in a
+    header, or ``name_expressions[1] 'scale<flaot>': ...`` for a name expression), the offending line with a
+    caret under the column, then the first 20 lines of NVRTC's log (echoed source lines cut at 200
+    characters). The pieces:
 
     log           NVRTC's whole log.
     program_name  the file name the source was compiled as.
     options       the options NVRTC was given (tuple of str).
     kernel        the kernel whose body holds the first error, or None.
-    line, column  1-based position of the first error, or None when unknown.
+    file          the file holding the first error (program_name or a header), or None.
+    name_expression  the index into name_expressions of the expression that failed, or None.
+    line, column  1-based position of the first error in ``file``, or None when unknown.
     message       the first error's message.
     source_line   that line of the source, as written, or None.
     """
@@ -21,8 +25,10 @@ class CompileError(RuntimeError):
     __module__ = "jitbridge"
 
     def __init__(self, what="", *, log="", program_name="", options=(), kernel=None, line=None,
-                 column=None, message="", source_line=None):
+                 column=None, message="", source_line=None, file=None, name_expression=None):
         super().__init__(what)
+        self.file = file
+        self.name_expression = name_expression
         self.log = log
         self.program_name = program_name
         self.options = tuple(options)

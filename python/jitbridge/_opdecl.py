@@ -102,6 +102,9 @@ class Launch:
         for k in self.kernels.values():
             if not callable(k):
                 raise OpDeclarationError(f"Launch: {k!r} is not a kernel (a RawKernel or RawModule.get_function())")
+        if isinstance(args, (str, bytes)):  # tuple() would take it one character at a time
+            raise TypeError(f"Launch: args= takes a tuple with one entry per kernel parameter, got the str "
+                            f"{args[:80]!r}; write args=({args[:80]!r},)")
         if not isinstance(args, (tuple, list)):
             raise OpDeclarationError(f"Launch: args= takes a tuple with one entry per kernel parameter, got {args!r}")
         _check_dims("grid", grid)

@@ -42,6 +42,10 @@ class OpSpec:
                           or not all(part.isidentifier() for part in name.split("::"))):
             raise OpDeclarationError(f"op name {name!r}: expected 'namespace::name', e.g. 'mylib::fused_bias_gelu'")
         self.name, self.contiguous = name, bool(contiguous)
+        for what, value in (("inputs", inputs), ("save", save)):
+            if isinstance(value, (str, bytes)):  # tuple() would take it one character at a time
+                raise TypeError(f"{name}: {what}= takes a tuple of names, got the str {value[:80]!r}; "
+                                f"write {what}=({value[:80]!r},)")
         self.inputs = self._parse_inputs(inputs)
         self.tensor_inputs = tuple(n for n, kind in self.inputs if kind == "Tensor")
         self.scalar_inputs = tuple((n, kind) for n, kind in self.inputs if kind != "Tensor")

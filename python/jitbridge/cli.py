@@ -86,6 +86,11 @@ def _cmd_compile(args):
     if program.log:
         print(program.log, file=sys.stderr)
     kernels = program.kernels
+    if not kernels:
+        hints = [f"\n  '{name}' is a template kernel ({header}): compile an instance with "
+                 f"--name-expression '{example}'" for name, header, example in program.templates]
+        what = "only template kernels, none instantiated" if hints else "no __global__ function"
+        raise UserError(f"{path} has no kernels ({what}){''.join(hints)}")
     print(f"{program_name}: {_plural(len(kernels), 'kernel')} for {program.arch} "
           f"({_ORIGIN.get(program.origin, program.origin)})")
     for kernel in kernels:

@@ -30,6 +30,8 @@ class MagicArgumentError(ValueError):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
+        if len(message) > 300:  # argparse quotes the words it rejects, a pasted cell's text included
+            message = message[:300] + " [...]"
         raise MagicArgumentError(f"%%cuda_kernel: {message}\nusage: {self.format_usage().partition(': ')[2].strip()}")
 
 
@@ -52,7 +54,8 @@ def _tokens(line):
     try:
         words = shlex.split(line)
     except ValueError as e:
-        raise MagicArgumentError(f"%%cuda_kernel: cannot split the line {line!r}: {e}") from None
+        shown = repr(line) if len(line) <= 300 else repr(line[:300]) + " [...]"
+        raise MagicArgumentError(f"%%cuda_kernel: cannot split the line {shown}: {e}") from None
     return _join_option_values(words, _TAKES_VALUE)
 
 
@@ -65,7 +68,7 @@ def cuda_kernel_magic(line, cell, namespace):
     args = _parser().parse_args(_tokens(line))
     variable = args.variable or args.name
     if not variable.isidentifier():
-        raise MagicArgumentError(f"%%cuda_kernel: {args.name!r} is not a Python name; bind it with --as VAR")
+        raise MagicArgumentError(f"%%cuda_kernel: {args.name[:200]!r} is not a Python name; bind it with --as VAR")
     exprs = list(args.name_expressions)
     if "<" in args.name and args.name not in exprs:
         exprs.append(args.name)

@@ -56,6 +56,8 @@ void raise_compile_error(const CompileError& e) noexcept {
     kw["column"] = none_if(d.column <= 0, py::int_(d.column));
     kw["message"] = text(d.message);
     kw["source_line"] = none_if(d.source_line.empty(), text(d.source_line));
+    kw["file"] = none_if(d.file.empty(), text(d.file));
+    kw["name_expression"] = none_if(d.name_expression < 0, py::int_(d.name_expression));
     raise(error_classes().compile_error, e.what(), py::make_tuple(text(e.what())), kw);
   } catch (py::error_already_set& err) {
     err.restore();

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache_internal.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
@@ -228,8 +229,120 @@ TEST_CASE("an error inside an included header names the header") {
     compile("#include \"bad.h\"\nextern \"C\" __global__ void k() {}\n", o, &memory_cache());
     FAIL("no CompileError");
   } catch (const CompileError& e) {
-    CHECK(e.details().message.find("bad.h") != std::string::npos);
+    CHECK(e.details().file == "bad.h");
     CHECK(e.details().line == 1);
+    CHECK(e.details().kernel.empty());
+    CHECK(e.details().source_line == "int broken_decl = ;");
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.rfind("bad.h:1:", 0) == 0);  // the header and its line, not kernel.cu's
+    CHECK(what.find("\n 1 | int broken_decl = ;") != std::string::npos);
+  }
+}
+
+TEST_CASE("an error on line 5 of a header names that header and line") {
+  CompileOptions o = for_arch();
+  o.headers = {{"h.h", "// one\n// two\n// three\n// four\n__device__ int f() { return missing_name; }\n"}};
+  try {
+    compile("#include \"h.h\"\nextern \"C\" __global__ void k(int* x) { x[0] = f(); }\n", o, &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.rfind("h.h:5:", 0) == 0);
+    CHECK(what.find("kernel.cu:") == std::string::npos);
+    CHECK(what.find("missing_name") != std::string::npos);
+  }
+}
+
+TEST_CASE("a template kernel asked for by its bare name says how to instantiate it") {
+  const char* src = "template <typename T, int N>\n__global__ void scale(T* x, T a) { x[N] *= a; }\n"
+                    "namespace ns { template <class U> __global__ void fill(U* x) { x[0] = U(); } }\n";
+  auto p = compile(src, for_arch(), &memory_cache());
+  CHECK(p->kernels.empty());
+  REQUIRE(p->templates.size() == 2);
+  CHECK(p->templates[0].name == "scale");
+  CHECK(p->templates[0].header == "template <typename T, int N>");
+  CHECK(p->templates[1].name == "ns::fill");
+  CHECK(p->templates[0].example() == "scale<float, 1>");
+  CHECK(TemplateKernel{"f", "template <class T, bool B, typename... Ts>"}.example() == "f<float, true>");
+  const std::string m = p->missing_kernel_message("scale");
+  INFO(m);
+  CHECK(m.find("no kernel 'scale' in the program; it has: none") == 0);
+  CHECK(m.find("'scale' is a template kernel (template <typename T, int N>)") != std::string::npos);
+  CHECK(m.find("name_expressions=['scale<float, 1>']") != std::string::npos);
+  CHECK(p->missing_kernel_message("other").find("template") == std::string::npos);
+  // The hint holds for a copy read back from the disk cache too.
+  detail::CacheRecord record;
+  record.program = p;
+  auto back = detail::parse_record(detail::serialize_record("key", record), "key");
+  REQUIRE(back);
+  CHECK(back->program->missing_kernel_message("scale") == m);
+  // An instantiated one is found under its expression.
+  CompileOptions o = for_arch();
+  o.name_expressions = {"scale<float, 2>"};
+  auto q = compile(src, o, &memory_cache());
+  CHECK(q->find_kernel("scale<float, 2>") != nullptr);
+  CHECK(q->missing_kernel_message("scale").find("it has: scale<float, 2>") != std::string::npos);
+}
+
+TEST_CASE("a failing name expression is reported against the expression as written") {
+  const char* src = "template <typename T> __global__ void scale(T* x) { x[0] *= 2; }\n";
+  CompileOptions o = for_arch();
+  o.name_expressions = {"scale<float>", "scale<flaot>"};
+  try {
+    compile(src, o, &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(e.details().name_expression == 1);
+    CHECK(e.details().message == "name_expressions[1] 'scale<flaot>': identifier \"flaot\" is undefined");
+    CHECK(what.rfind("kernel.cu: error: name_expressions[1] 'scale<flaot>': identifier \"flaot\" is undefined", 0) == 0);
+    CHECK(what.find("__jitbridge") == std::string::npos);
+    CHECK(what.find("nv_mangled_name") == std::string::npos);
+    CHECK(what.find("__nv_name_map") == std::string::npos);
+  }
+  o.name_expressions = {"scale<int, 4>"};
+  try {
+    compile(src, o, &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    CHECK(e.details().message.rfind("name_expressions[0] 'scale<int, 4>': ", 0) == 0);
+  }
+}
+
+TEST_CASE("what() shows a bounded part of the log and of long source lines") {
+  std::string src = "extern \"C\" __global__ void k(float* x) {\n";
+  for (int i = 0; i < 40; ++i) src += "  x[0] = undefined_" + std::to_string(i) + ";\n";
+  src += "}\n" + std::string(100000, ' ') + "int tail_error = ;" + std::string(100000, ' ') + "\n";
+  try {
+    compile(src, for_arch(), &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    const std::string what = e.what();
+    INFO(what.substr(0, 3000));
+    CHECK(what.size() < 8000);
+    CHECK(what.find("more lines of the log in CompileError.log") != std::string::npos);
+    CHECK(e.details().log.find("undefined_39") != std::string::npos);  // the whole log stays available
+  }
+  try {
+    compile("extern \"C\" __global__ void k() {}\n" + std::string(50000, ' ') + "int e = ;\n", for_arch(), &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    const std::string what = e.what();
+    CHECK(what.size() < 4000);
+    CHECK(what.find("more characters]") != std::string::npos);
+  }
+}
+
+TEST_CASE("a device-side launch without -rdc gets the option to add") {
+  try {
+    compile("__global__ void child() {}\n__global__ void parent() { child<<<1, 1>>>(); }\n", for_arch(), &memory_cache());
+    FAIL("no CompileError");
+  } catch (const CompileError& e) {
+    CHECK(e.details().message.find("-rdc=true") != std::string::npos);
+    CHECK(e.details().line == 2);
   }
 }
 

@@ -18,7 +18,7 @@ def s(b):
 
 
 def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", options=(), lowered=(),
-            link_input=b"", ltoir=False, linked=False):
+            link_input=b"", ltoir=False, linked=False, templates=()):
     out = s(KEY) + u64(recorded) + s(cwd) + u64(len(deps))
     for path, size, mtime, digest in deps:
         out += s(path) + u64(size) + u64(mtime) + s(digest)
@@ -38,6 +38,7 @@ def payload(deps=(), kernels=(), recorded=1_700_000_000_000_000_000, cwd=b"", op
             out += u64(pointer) + s(typ) + u64(const) + u64(size) + u64(align) + s(spelling)
             out += u64(pointee_size) + u64(pointee_align)
     out += s(link_input) + u64(ltoir) + u64(linked)
+    out += u64(len(templates)) + b"".join(s(a) + s(b) for a, b in templates)
     return out
 
 
@@ -46,7 +47,8 @@ SEEDS = {
     "empty-program": payload(),
     "saxpy": payload(kernels=[("saxpy", [(0, "float", 0, 4, 4, "float")] + SAXPY)], options=["-arch=sm_90"]),
     "template": payload(kernels=[("fill<float>", [(1, "float", 0, 8, 8, "float*")])],
-                        lowered=[("fill<float>", "_Z4fillIfEvPT_")]),
+                        lowered=[("fill<float>", "_Z4fillIfEvPT_")],
+                        templates=[("fill", "template <typename T>")]),
     "no-signature": payload(kernels=[("k", None)]),
     "vector-pointee": payload(kernels=[("k", [(1, "float4", 0, 8, 8, "float4*", 16, 16), (1, "void", 1, 8, 8, "void const*")])]),
     "damaged-sizes": payload(kernels=[("k", [(0, "Params", 0, 2**64 - 1, 2**63, "Params")])]),

@@ -189,3 +189,22 @@ def test_unusable_cache_directory_is_a_warning_not_an_error(cli, saxpy, tmp_path
     assert r.stderr.startswith("jitbridge: warning: kernel cache directory"), r.stderr
     assert "Traceback" not in r.stderr
     assert r.stdout.startswith("saxpy.cu: 1 kernel for sm_90 (compiled)")
+
+
+def test_a_file_without_kernels_is_an_error_that_says_why(cli, tmp_path):
+    none = tmp_path / "none.cu"
+    none.write_text("__device__ int helper(int x) { return x + 1; }\n")
+    r = cli("compile", none, "--arch", "sm_90")
+    assert_user_error(r, 1)
+    assert "none.cu has no kernels (no __global__ function)" in r.stderr
+    assert r.stdout == ""
+    only_templates = tmp_path / "templ.cu"
+    only_templates.write_text("template <typename T, int N> __global__ void scale(T* x) { x[N] *= 2; }\n")
+    r = cli("compile", only_templates, "--arch", "sm_90")
+    assert_user_error(r, 1)
+    assert "templ.cu has no kernels (only template kernels, none instantiated)" in r.stderr
+    assert ("'scale' is a template kernel (template <typename T, int N>): compile an instance with "
+            "--name-expression 'scale<float, 1>'") in r.stderr
+    r = cli("compile", only_templates, "--arch", "sm_90", "--name-expression", "scale<float, 1>")
+    assert r.returncode == 0, r.stderr
+    assert "1 kernel for sm_90" in r.stdout and "scale<float, 1>" in r.stdout

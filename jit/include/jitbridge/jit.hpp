@@ -80,6 +80,16 @@ struct Kernel {
   Resources resources;
 };
 
+// A template __global__ function the source declares: it exists in the binary only through a name
+// expression that instantiates it.
+struct TemplateKernel {
+  std::string name;    // qualified: "scale", "ns::scale"
+  std::string header;  // its template header as written: "template <typename T, int N>"
+  // An instantiation to show in hints: "scale<float, 1>" for the header above (float for type
+  // parameters, 1 for values, true for bool, nothing for packs and template template parameters).
+  std::string example() const;
+};
+
 // Where a Program came from.
 enum class Origin { compiled, memory_cache, disk_cache };
 
@@ -101,15 +111,23 @@ class Program {
   bool link_input_is_ltoir = false;
   // cubin is nvJitLink's output (the program linked on its own by compile(), or link()'s result).
   bool linked = false;
+  // Every template kernel the source declares (instantiated or not), for the hints of
+  // missing_kernel_message().
+  std::vector<TemplateKernel> templates;
 
   // The kernel called `name` (Kernel::name, or its lowered name); nullptr if none.
   const Kernel* find_kernel(std::string_view name) const;
   // Lowered name of a name expression given at compile time; throws std::out_of_range.
   const std::string& lowered_name(std::string_view name_expression) const;
+  // Why find_kernel(name) found nothing, for the error a caller raises: the kernels there are, and
+  // for a template kernel asked for by its bare name, the name_expressions that instantiate it.
+  // Never throws but std::bad_alloc.
+  std::string missing_kernel_message(std::string_view name) const;
 };
 
-// NVRTC rejected the source. what() is the full diagnostic with the offending line and a
-// caret; the fields carry the pieces for programs that want them.
+// NVRTC rejected the source. what() is the diagnostic: "file:line:column: error: message", the offending
+// line (at most kMaxEchoedChars of it) with a caret, then the first kMaxLogLines lines of NVRTC's log;
+// the fields carry the pieces (the whole log included) for programs that want them.
 class CompileError : public std::runtime_error {
  public:
   struct Details {
@@ -117,11 +135,17 @@ class CompileError : public std::runtime_error {
     std::string program_name;
     std::vector<std::string> options;
     std::string kernel;               // kernel whose body holds the first error, or ""
-    int line = 0;                     // 1-based line of the first error, 0 if unknown
+    // Where the first error is: program_name, or the header's name or path as NVRTC printed it;
+    // "" when unknown or in a name expression (then name_expression says which).
+    std::string file;
+    int name_expression = -1;         // index into CompileOptions::name_expressions, or -1
+    int line = 0;                     // 1-based line of the first error in `file`, 0 if unknown
     int column = 0;                   // 1-based column, 0 if unknown
     std::string message;              // the first error's message
     std::string source_line;          // that line of the source, as written
   };
+  static constexpr std::size_t kMaxLogLines = 20;
+  static constexpr std::size_t kMaxEchoedChars = 200;
   explicit CompileError(Details details);
   const Details& details() const noexcept { return details_; }
 

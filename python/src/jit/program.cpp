@@ -157,6 +157,18 @@ void bind_program(py::module_& m) {
           "The options NVRTC was given, in order.")
       .def_property_readonly("kernels", initialised([](const ProgramHandle& h) { return kernels_of(h); }),
                              "The user's kernels, as a tuple of Kernel, in binary order.")
+      .def_property_readonly(
+          "templates",
+          initialised([](const ProgramHandle& h) {
+            const auto& t = h.program->templates;
+            py::tuple out(t.size());
+            for (std::size_t i = 0; i < t.size(); ++i)
+              out[i] = py::make_tuple(text(t[i].name), text(t[i].header), text(t[i].example()));
+            return out;
+          }),
+          "The template kernels the source declares, as (name, template header, example instantiation) "
+          "tuples: ('scale', 'template <typename T, int N>', 'scale<float, 1>'). Each becomes a kernel only "
+          "through a name expression.")
       .def_property_readonly("origin",
                              initialised([](const ProgramHandle& h) { return origin_name(h.program->origin); }),
                              "'compiled', 'memory' (this process's cache) or 'disk' (the on-disk cache).")
@@ -167,9 +179,7 @@ void bind_program(py::module_& m) {
           initialised([](const ProgramHandle& h, const StrArg& name_obj) {
             const std::string name = text_arg(name_obj, "name");
             const Kernel* k = h.program->find_kernel(name);
-            if (!k)
-              throw py::key_error(fmt::format("no kernel '{}' in this program; its kernels: {}", name,
-                                              kernel_names(*h.program)));
+            if (!k) throw py::key_error(h.program->missing_kernel_message(name));
             return KernelHandle{h, k};
           }),
           py::arg("name"), "The kernel called `name` (its name or lowered name). KeyError if there is none.")
@@ -181,7 +191,8 @@ void bind_program(py::module_& m) {
               if (given == expr) return text(lowered);
             std::string given;
             for (const auto& entry : h.program->lowered_names) given += (given.empty() ? "" : ", ") + entry.first;
-            throw py::key_error(fmt::format("'{}' was not given as a name expression; given: {}", expr,
+            throw py::key_error(fmt::format("'{}' was not given as a name expression; given: {}",
+                                            expr.size() <= 200 ? expr : expr.substr(0, 200) + "[...]",
                                             given.empty() ? "none" : given));
           }),
           py::arg("name_expression"),

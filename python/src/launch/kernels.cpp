@@ -275,12 +275,7 @@ void bind_kernels(py::module_& m) {
              k.name = name;
              if (const Program* p = k.module->program.program.get()) {
                k.info = p->find_kernel(name);
-               if (!k.info) {
-                 std::string names;
-                 for (const Kernel& kk : p->kernels) names += (names.empty() ? "" : ", ") + kk.name;
-                 throw py::key_error(fmt::format("no kernel '{}' in the program; it has: {}", name,
-                                                 names.empty() ? "none" : names));
-               }
+               if (!k.info) throw py::key_error(p->missing_kernel_message(name));
                k.name = k.info->name;
                if (k.info->signature) {
                  k.plan = plan_signature(*k.info->signature);

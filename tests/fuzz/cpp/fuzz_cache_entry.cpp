@@ -79,6 +79,10 @@ void compare(const detail::CacheRecord& got, const jbfuzz::ref::RefRecord& want)
   if (p.origin != Origin::disk_cache) mismatch("origin");
   if (p.link_input != want.link_input || p.link_input_is_ltoir != want.link_input_is_ltoir || p.linked != want.linked)
     mismatch("link fields");
+  if (p.templates.size() != want.templates.size()) mismatch("template count");
+  for (std::size_t i = 0; i < p.templates.size(); ++i)
+    if (p.templates[i].name != want.templates[i].first || p.templates[i].header != want.templates[i].second)
+      mismatch(fmt::format("template {}", i));
   if (p.kernels.size() != want.kernels.size()) mismatch("kernel count");
   for (std::size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];

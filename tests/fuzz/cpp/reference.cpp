@@ -214,6 +214,12 @@ bool parse_payload(Cursor& c, std::string_view key, RefRecord& r) {
   if (!c.str(r.link_input) || !c.u64(ltoir) || !c.u64(linked)) return false;
   r.link_input_is_ltoir = ltoir != 0;
   r.linked = linked != 0;
+  if (!c.u64(n)) return false;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::string a, b;
+    if (!c.str(a) || !c.str(b)) return false;
+    r.templates.emplace_back(std::move(a), std::move(b));
+  }
   return c.at_end();
 }
 

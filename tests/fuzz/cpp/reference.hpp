@@ -81,6 +81,7 @@ struct RefRecord {
   std::vector<RefKernel> kernels;
   std::string link_input;  // after the kernels: link input, u64 "is LTO-IR", u64 "linked"
   bool link_input_is_ltoir = false, linked = false;
+  std::vector<std::pair<std::string, std::string>> templates;  // name, template header
 };
 
 // The entry format (magic "JBCACHE1", u64 payload size, XXH3-128 of the payload as 32 lowercase hex
