@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -125,5 +126,13 @@ void check_arch_supported(const std::string& arch);
 // out), toolkit include dirs, -arch, -Xptxas=-v where a cubin is built. `arch` is in/out:
 // an -arch in the user options fills it when empty and must agree when not.
 std::vector<std::string> effective_options(const CompileOptions& options, std::string& arch);
+
+// ---- request.cpp -------------------------------------------------------------------------
+// The request of a compile(source, given) call (relative include paths made absolute).
+std::shared_ptr<const CompileRequest> make_request(std::string_view source, const CompileOptions& given);
+// `program` with the request of a compile(source, given) call in Program::request: itself when it
+// already carries an equal one, else a copy that does (relative include paths made absolute).
+std::shared_ptr<const Program> with_request(std::shared_ptr<const Program> program, std::string_view source,
+                                            const CompileOptions& given);
 
 }  // namespace jitbridge::detail

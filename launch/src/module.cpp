@@ -23,7 +23,8 @@ const char* intern(const std::string& name) {
 std::shared_ptr<Module> Module::from_program(std::shared_ptr<const Program> program) {
   std::shared_ptr<Module> m(new Module());
   m->program_ = std::move(program);
-  m->image_ = m->program_->cubin.empty() ? m->program_->ptx : m->program_->cubin;
+  const Program& p = *m->program_;
+  m->image_ = !p.fatbin.empty() ? p.fatbin : p.cubin.empty() ? p.ptx : p.cubin;
   if (m->image_.empty()) throw std::invalid_argument("the program has neither a cubin nor PTX to load");
   check(driver().cuLibraryLoadData(&m->library_, m->image_.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0),
         "cuLibraryLoadData");
