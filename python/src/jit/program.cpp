@@ -53,6 +53,31 @@ py::dict resources_dict(const Resources& r) {
   return d;
 }
 
+py::list text_list(const std::vector<std::string>& items) {
+  py::list out;
+  for (const std::string& i : items) out.append(text(i));
+  return out;
+}
+
+// The compile request as compile()'s keyword arguments (code and header texts as bytes, exactly as
+// given); None for programs not made by compile(). What pickling keeps (python/jitbridge/_pickle.py).
+py::object request_dict(const ProgramHandle& h) {
+  const CompileRequest* r = h.program->request.get();
+  if (!r) return py::none();
+  py::dict d;
+  d["code"] = py::bytes(r->source);
+  d["options"] = text_list(r->options.options);
+  d["name_expressions"] = text_list(r->options.name_expressions);
+  py::list headers;
+  for (const Header& hd : r->options.headers) headers.append(py::make_tuple(text(hd.name), py::bytes(hd.text)));
+  d["headers"] = headers;
+  d["include_paths"] = text_list(r->options.include_paths);
+  d["arch"] = r->options.arch.empty() ? py::object(py::none()) : py::object(text(r->options.arch));
+  d["ptx"] = r->options.ptx;
+  d["program_name"] = text(r->options.program_name);
+  return d;
+}
+
 std::string kernel_repr(const Kernel& k) {
   std::string regs = k.resources.known ? std::to_string(k.resources.registers) : "?";
   return fmt::format("<Kernel {}{} regs={}>", k.name, k.signature ? k.signature->to_string() : "(?)", regs);
@@ -156,6 +181,9 @@ void bind_program(py::module_& m) {
       .def_property_readonly("origin",
                              initialised([](const ProgramHandle& h) { return origin_name(h.program->origin); }),
                              "'compiled', 'memory' (this process's cache) or 'disk' (the on-disk cache).")
+      .def_property_readonly("_request", initialised([](const ProgramHandle& h) { return request_dict(h); }),
+                             "What compile() was asked, as its keyword arguments (relative include paths made "
+                             "absolute; arch None when defaulted), or None. Pickling keeps this.")
       .def_property_readonly("from_cache",
                              initialised([](const ProgramHandle& h) { return h.program->origin != Origin::compiled; }))
       .def(
