@@ -127,6 +127,11 @@ void check_arch_supported(const std::string& arch);
 // an -arch in the user options fills it when empty and must agree when not.
 std::vector<std::string> effective_options(const CompileOptions& options, std::string& arch);
 
+// ---- cuda_libraries.cpp: nvFatbin ------------------------------------------------------------
+// The dlopen handle of the nvFatbin this process found (nvfatbin_pick(); never unloaded). Throws
+// CudaNotFoundError naming the nvidia-nvfatbin wheel when none was found.
+void* nvfatbin_library();
+
 // ---- request.cpp -------------------------------------------------------------------------
 // The request of a compile(source, given) call (relative include paths made absolute).
 std::shared_ptr<const CompileRequest> make_request(std::string_view source, const CompileOptions& given);

@@ -22,22 +22,6 @@ std::vector<std::string> split_targets(const std::string& list) {
   return out;
 }
 
-// "" when `built` has the kernels of `base` with the same signatures, else what differs.
-std::string kernel_difference(const Program& base, const Program& built) {
-  for (const Kernel& k : base.kernels) {
-    const Kernel* other = built.find_kernel(k.name);
-    if (!other) return fmt::format("kernel '{}' is missing", k.name);
-    const std::string a = k.signature ? k.signature->to_string() : "(?)";
-    const std::string b = other->signature ? other->signature->to_string() : "(?)";
-    bool same = a == b && k.lowered_name == other->lowered_name;
-    for (std::size_t i = 0; same && k.signature && i < k.signature->params.size(); ++i)
-      same = k.signature->params[i].size == other->signature->params[i].size &&
-             k.signature->params[i].align == other->signature->params[i].align;
-    if (!same) return fmt::format("kernel '{}' is {}{} there but {}{} for {}", k.name, k.name, b, k.name, a, base.arch);
-  }
-  return {};
-}
-
 }  // namespace
 
 ModuleSet::ModuleSet(std::shared_ptr<const Program> program, Cache* cache) : program_(std::move(program)), cache_(cache) {

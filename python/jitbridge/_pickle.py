@@ -39,8 +39,11 @@ def program_state(program):
 
 def rebuild_program(state):
     _check_version(state, "Program")
+    arch = state["arch"]
+    if arch is not None and "," in arch:  # a fat binary: its list of targets
+        arch = arch.split(",")
     return _core.compile(state["code"], options=state["options"], name_expressions=state["name_expressions"],
-                         headers=dict(state["headers"]), include_paths=state["include_paths"], arch=state["arch"],
+                         headers=dict(state["headers"]), include_paths=state["include_paths"], arch=arch,
                          ptx=state["ptx"], program_name=state["program_name"])
 
 

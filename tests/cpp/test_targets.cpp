@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "jitbridge/jit.hpp"
 #include "jitbridge/targets.hpp"
 
 using namespace jitbridge;
@@ -94,4 +95,52 @@ TEST_CASE("why_not states the rule that failed") {
         "sm_100f code runs only on compute capability 10.x; cuda:0 is 12.0");
   CHECK(native_target(9, 0) == "sm_90");
   CHECK(native_target(12, 1) == "sm_121");
+}
+
+TEST_CASE("builds of one request for two targets must give the same kernels and signatures") {
+  const char* same = "extern \"C\" __global__ void k(float* x, int n) { if (n) x[0] = 1; }";
+  const char* drifting = R"(
+#if __CUDA_ARCH__ >= 900
+typedef double real;
+#else
+typedef float real;
+#endif
+extern "C" __global__ void k(real* x, int n) { if (n) x[0] = 1; }
+)";
+  CompileOptions sm80, sm90;
+  sm80.arch = "sm_80";
+  sm90.arch = "sm_90";
+  CHECK(kernel_difference(*compile(same, sm80), *compile(same, sm90)).empty());
+  CHECK(kernel_difference(*compile(drifting, sm80), *compile(drifting, sm90)) ==
+        "kernel 'k' is k(double*, int) in the sm_90 build but k(float*, int) in the sm_80 build");
+  CHECK(kernel_difference(*compile(same, sm80), *compile("extern \"C\" __global__ void j() {}", sm90)) ==
+        "kernel 'k' is missing from the sm_90 build");
+}
+
+TEST_CASE("a program keeps its compile request, relative include paths made absolute") {
+  CompileOptions o;
+  o.options = {"-Irel", "-I", "rel2", "--include-path=rel3", "-DX=1"};
+  o.include_paths = {"inc"};
+  const std::string source = "extern \"C\" __global__ void k(int* x) { x[0] = X; }";
+  auto p = compile(source, o);
+  REQUIRE(p->request);
+  CHECK(p->request->source == source);
+  CHECK_FALSE(p->request->arch_given);
+  const std::string& first = p->request->options.options[0];
+  CHECK((first.size() > 6 && first.rfind("-I/", 0) == 0 && first.substr(first.size() - 4) == "/rel"));
+  CHECK(p->request->options.options[1] == "-I");
+  CHECK(p->request->options.options[2].front() == '/');
+  CHECK(p->request->options.options[3].rfind("--include-path=/", 0) == 0);
+  CHECK(p->request->options.options[4] == "-DX=1");
+  CHECK(p->request->options.include_paths[0].front() == '/');
+  // The same program asked for with an explicit target: its own request; the cached program is shared.
+  CompileOptions explicit_arch = o;
+  explicit_arch.arch = p->arch;
+  auto q = compile(source, explicit_arch);
+  CHECK(q->request->arch_given);
+  CHECK(q->cubin == p->cubin);
+  CHECK(compile(source, o)->request->arch_given == false);
+  CompileOptions in_options = o;
+  in_options.options.push_back("-arch=" + p->arch);
+  CHECK(compile(source, in_options)->request->arch_given);
 }

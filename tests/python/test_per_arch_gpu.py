@@ -84,3 +84,34 @@ def test_each_device_arch_builds_once_through_the_cache(gpu, torch):
     _run(torch, k)
     assert k._module._targets == [program.arch]
     assert np.array_equal(np.frombuffer(program.cubin, np.uint8), np.frombuffer(k.program.cubin, np.uint8))
+
+
+def _fat_kernel(arch):
+    try:
+        return jitbridge.RawKernel(SOURCE, "mark", arch=arch)
+    except jitbridge.CudaNotFoundError as e:  # the nvidia-nvfatbin wheel is not installed here
+        pytest.skip(f"nvFatbin is not available: {e}")
+
+
+def test_fat_binary_loads_and_the_driver_picks_the_image(gpu, torch, tmp_path):
+    native = gpu["arch"]
+    older = "sm_80" if native != "sm_80" else "sm_75"
+    k = _fat_kernel([older, native])
+    number = int(native[3:])
+    assert _run(torch, k) == [1, number * 10]
+    assert k._module._targets == [f"{older},{native}"]
+    # The same bytes as a .fatbin file: loaded by the driver, kernels unchecked.
+    path = tmp_path / "mark.fatbin"
+    path.write_bytes(k.program.fatbin)
+    from_file = jitbridge.RawModule(path=path).get_function("mark")
+    assert from_file.signature is None
+    assert _run(torch, from_file) == [1, number * 10]
+
+
+def test_fat_binary_without_an_image_for_the_gpu_names_each_rule(gpu, torch):
+    major, minor = (int(v) for v in gpu["compute_capability"].split("."))
+    targets = ["sm_75", "sm_80"] if major >= 9 else ["sm_90", "sm_100"]
+    k = _fat_kernel(targets)
+    with pytest.raises(ValueError, match=rf"arch='{targets[0]},{targets[1]}': {targets[0]} code runs only on .*; "
+                                         rf"{targets[1]} code runs only on .*cuda:0 is {major}\.{minor}"):
+        _run(torch, k)

@@ -114,6 +114,10 @@ class Program {
   const std::string& lowered_name(std::string_view name_expression) const;
 };
 
+// "" when `other` has every kernel of `base` with the same lowered name and signature (sizes and
+// alignments included), else what differs first. Builds of one request for two targets must agree.
+std::string kernel_difference(const Program& base, const Program& other);
+
 // NVRTC rejected the source. what() is the full diagnostic with the offending line and a
 // caret; the fields carry the pieces for programs that want them.
 class CompileError : public std::runtime_error {

@@ -163,6 +163,8 @@ void bind_program(py::module_& m) {
                              "The file name given to compile() (diagnostics refer to it).")
       .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->cubin); }),
                              "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.")
+      .def_property_readonly("fatbin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->fatbin); }),
+                             "The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.")
       .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(h.program->ptx); }),
                              "The PTX text when compiled with ptx=True or for a compute_XX target, else ''.")
       .def_property_readonly("log", initialised([](const ProgramHandle& h) { return text(h.program->log); }),
