@@ -281,6 +281,21 @@ void Cache::Impl::evict_if_needed(const std::string& keep) {
   }
 }
 
+void Cache::Impl::adopt_request(const std::string& key, const std::shared_ptr<const CompileRequest>& request) {
+  std::shared_ptr<const detail::CacheRecord> held;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end() && !it->second->program->request) held = it->second;
+  }
+  if (!held) return;
+  auto record = std::make_shared<detail::CacheRecord>(*held);  // copied without the mutex: programs can be large
+  auto program = std::make_shared<Program>(*record->program);
+  program->request = request;
+  record->program = std::move(program);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = memory_.find(key); it != memory_.end() && it->second == held) it->second = std::move(record);
+}
+
 CacheInfo Cache::Impl::info() const {
   CacheInfo out;
   out.directory = config_.directory;

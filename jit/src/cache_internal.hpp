@@ -102,6 +102,9 @@ class Cache::Impl {
   void store(const std::string& key, detail::CacheRecord record);
   CacheInfo info() const;
   std::uint64_t clear();
+  // Gives the memory entry of `key` `request` when its program has none (a disk hit: the disk
+  // record keeps no request), so that later hits share it instead of copying the program.
+  void adopt_request(const std::string& key, const std::shared_ptr<const CompileRequest>& request);
 
  private:
   std::string entry_path(const std::string& key) const;

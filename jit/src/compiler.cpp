@@ -299,6 +299,15 @@ const CompileOptions& with_device_headers(std::string_view source, const Compile
   return *out;
 }
 
+// `program` with this call's request (Program::request); a memory entry without one adopts it.
+std::shared_ptr<const Program> requested(Cache& cache, const std::string& key, std::shared_ptr<const Program> program,
+                                         std::string_view source, const CompileOptions& given) {
+  const bool had = program->request != nullptr;
+  std::shared_ptr<const Program> out = detail::with_request(std::move(program), source, given);
+  if (!had) cache.impl().adopt_request(key, out->request);
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& given, Cache* cache) {
@@ -311,7 +320,7 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
   std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);
   const std::string* nvrtc = &nvrtc_identity();
   std::string key = detail::relocatable_key(cache_key(source, options, nvrtc_options, *nvrtc), nvrtc_options);
-  if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
+  if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return requested(c, key, hit, source, given);
 
   nvrtc_api();  // loads NVRTC: throws CudaNotFoundError when none is usable
   if (nvrtc_identity() != *nvrtc) {
@@ -320,11 +329,12 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
     nvrtc_options = detail::effective_options(options, arch);
     nvrtc = &nvrtc_identity();
     key = detail::relocatable_key(cache_key(source, options, nvrtc_options, *nvrtc), nvrtc_options);
-    if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
+    if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return requested(c, key, hit, source, given);
   }
   detail::check_arch_supported(arch);
   std::optional<std::vector<std::string>> headers_read;
   std::shared_ptr<Program> program = build(source, options, nvrtc_options, arch, headers_read);
+  program->request = detail::make_request(source, given);
   // With a precompiled header in use NVRTC's trace no longer lists the headers, so the result
   // cannot be checked against header edits later: it is not cached (docs/DESIGN.md, "PCH").
   const bool pch_used = program->log.find("using precompiled header") != std::string::npos;

@@ -9,6 +9,7 @@
 #include "jit_internal.hpp"
 #include "jitbridge/cuda_search.hpp"
 #include "jitbridge/nvjitlink_api.hpp"
+#include "jitbridge/fatbin.hpp"
 #include "jitbridge/nvrtc_api.hpp"
 
 namespace jitbridge {
@@ -174,7 +175,45 @@ const NvJitLinkState& nvjitlink_state() {
   return state;
 }
 
+struct NvFatbinState {
+  ComponentPick pick;
+  void* handle = nullptr;
+  int major = 0, minor = 0;
+};
+
+const NvFatbinState& nvfatbin_state() {
+  static const NvFatbinState state = [] {
+    NvFatbinState s;
+    LibraryProbe last;
+    s.pick = pick_library(CudaLibrary::nvfatbin, process_inputs(), [&](const std::string& path) {
+      last = probe(path, "nvFatbinVersion");
+      return last;
+    });
+    if (s.pick.found) {
+      s.handle = last.handle;
+      s.major = last.major;
+      s.minor = last.minor;
+    }
+    return s;
+  }();
+  return state;
+}
+
 }  // namespace
+
+const ComponentPick& nvfatbin_pick() { return nvfatbin_state().pick; }
+
+std::pair<int, int> nvfatbin_version() {
+  const NvFatbinState& s = nvfatbin_state();
+  if (!s.pick.found) throw CudaNotFoundError(not_found_message(s.pick));
+  return {s.major, s.minor};
+}
+
+void* detail::nvfatbin_library() {
+  const NvFatbinState& s = nvfatbin_state();
+  if (!s.pick.found) throw CudaNotFoundError(not_found_message(s.pick));
+  return s.handle;
+}
 
 void set_cuda_wheel_roots(std::vector<std::string> roots) {
   WheelRoots& w = wheel_roots_state();

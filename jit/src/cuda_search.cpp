@@ -33,6 +33,9 @@ const LibrarySpec& spec(CudaLibrary which) {
                                  "nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cuda-cccl"};
   static const LibrarySpec nvjitlink{"nvJitLink", "nvJitLink", "libnvJitLink.so.", "JITBRIDGE_NVJITLINK",
                                      "nvidia-nvjitlink", "nvidia-nvjitlink"};
+  static const LibrarySpec nvfatbin{"nvFatbin", "nvFatbin", "libnvfatbin.so.", "JITBRIDGE_NVFATBIN", "nvidia-nvfatbin",
+                                    "nvidia-nvfatbin"};
+  if (which == CudaLibrary::nvfatbin) return nvfatbin;
   return which == CudaLibrary::nvrtc ? nvrtc : nvjitlink;
 }
 
@@ -244,6 +247,7 @@ SearchInputs SearchInputs::from_environment(std::vector<std::string> wheel_roots
   SearchInputs in;
   in.nvrtc_env = env("JITBRIDGE_NVRTC");
   in.nvjitlink_env = env("JITBRIDGE_NVJITLINK");
+  in.nvfatbin_env = env("JITBRIDGE_NVFATBIN");
   in.include_env = env("JITBRIDGE_CUDA_INCLUDE");
   in.cudadevrt_env = env("JITBRIDGE_CUDADEVRT");
   in.wheel_roots = std::move(wheel_roots);
@@ -274,7 +278,9 @@ ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const Libr
   };
 
   // 1. The explicit setting: used or an error, never skipped.
-  const std::optional<std::string>& setting = which == CudaLibrary::nvrtc ? in.nvrtc_env : in.nvjitlink_env;
+  const std::optional<std::string>& setting = which == CudaLibrary::nvfatbin ? in.nvfatbin_env
+                                              : which == CudaLibrary::nvrtc  ? in.nvrtc_env
+                                                                             : in.nvjitlink_env;
   if (setting) {
     std::string why;
     if (!exists(*setting)) {
@@ -437,7 +443,9 @@ std::string not_found_message(const ComponentPick& pick) {
                        "(searched: {})",
                        join_steps(pick.tried));
   }
-  const LibrarySpec& s = spec(pick.component == "nvrtc" ? CudaLibrary::nvrtc : CudaLibrary::nvjitlink);
+  const LibrarySpec& s = spec(pick.component == "nvrtc"      ? CudaLibrary::nvrtc
+                              : pick.component == "nvFatbin" ? CudaLibrary::nvfatbin
+                                                             : CudaLibrary::nvjitlink);
   if (!pick.error.empty()) return fmt::format("{} could not be loaded: {}", s.display, pick.error);
   return fmt::format("{} was not found: pip install {}, or install the CUDA toolkit (searched: {})", s.display,
                      s.install, join_steps(pick.tried));

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -150,5 +151,18 @@ bool std_shims_available();
 // a name that an in-memory header or a file in a user include directory provides (the user's wins).
 // Returns `options` itself or `storage`, filled.
 const CompileOptions& with_std_headers(const CompileOptions& options, CompileOptions& storage);
+
+// ---- cuda_libraries.cpp: nvFatbin ------------------------------------------------------------
+// The dlopen handle of the nvFatbin this process found (nvfatbin_pick(); never unloaded). Throws
+// CudaNotFoundError naming the nvidia-nvfatbin wheel when none was found.
+void* nvfatbin_library();
+
+// ---- request.cpp -------------------------------------------------------------------------
+// The request of a compile(source, given) call (relative include paths made absolute).
+std::shared_ptr<const CompileRequest> make_request(std::string_view source, const CompileOptions& given);
+// `program` with the request of a compile(source, given) call in Program::request: itself when it
+// already carries an equal one, else a copy that does (relative include paths made absolute).
+std::shared_ptr<const Program> with_request(std::shared_ptr<const Program> program, std::string_view source,
+                                            const CompileOptions& given);
 
 }  // namespace jitbridge::detail

@@ -7,6 +7,7 @@
 
 #include "jit_internal.hpp"
 #include "jitbridge/nvrtc_api.hpp"
+#include "jitbridge/targets.hpp"
 
 namespace jitbridge::detail {
 namespace {
@@ -22,20 +23,10 @@ bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// The number of a target that validate_arch accepts ("sm_90a" -> 90).
+// The number of a target that validate_arch accepts ("sm_90a" -> 90); the spelling rules are targets.cpp's.
 int arch_number(const std::string& arch) {
-  std::string_view rest = arch;
-  if (starts_with(rest, "sm_")) rest.remove_prefix(3);
-  else if (starts_with(rest, "compute_")) rest.remove_prefix(8);
-  else rest = {};
-  std::size_t digits = 0;
-  while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
-  std::string_view suffix = rest.substr(digits);
-  if (digits < 2 || digits > 6 || !(suffix.empty() || suffix == "a" || suffix == "f"))
-    throw std::invalid_argument(fmt::format(
-        "arch: '{}' is not a CUDA target; expected sm_XY, sm_XYa, sm_XYf or compute_XY (e.g. sm_90)",
-        arch));
-  return std::stoi(std::string(rest.substr(0, digits)));
+  const Target t = parse_target(arch);
+  return t.major * 10 + t.minor;
 }
 
 }  // namespace

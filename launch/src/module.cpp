@@ -30,7 +30,8 @@ std::shared_ptr<Module> Module::from_program(std::shared_ptr<const Program> prog
         "the program was compiled for separate compilation (-rdc=true, -dc or -dlto) and is not linked: it "
         "references symbols defined in other code (its log names them); link it with them first "
         "(jitbridge.link / jitbridge::link)");
-  m->image_ = m->program_->cubin.empty() ? m->program_->ptx : m->program_->cubin;
+  const Program& p = *m->program_;
+  m->image_ = !p.fatbin.empty() ? p.fatbin : p.cubin.empty() ? p.ptx : p.cubin;
   if (is_relocatable_cubin(m->image_))
     throw std::invalid_argument(
         "the cubin is relocatable (compiled with -rdc=true or -dc) and not linked; the driver cannot load it: "

@@ -2,7 +2,7 @@
 
 import os
 
-from . import _core
+from . import _core, _pickle
 
 __all__ = ["RawKernel", "RawModule"]
 
@@ -55,6 +55,11 @@ class RawKernel(_core._Kernel):
         _core._Kernel.__init__(self, module, name)
         return self
 
+    def __reduce__(self):
+        # The module (its compile request, or a file's image) and the kernel's name and settings: unpickling
+        # compiles again through the cache (jitbridge/_pickle.py). Kernels of one module share it in one pickle.
+        return _pickle.rebuild_kernel, (self._module, self.name, _pickle.kernel_settings(self), type(self))
+
 
 _core._inherit_vectorcall(RawKernel, _core._Kernel)
 
@@ -97,6 +102,17 @@ class RawModule:
                 self._module = _core._Module._from_image(f.read())
         self._functions = {}
         self._check_args = bool(check_args)
+
+    @classmethod
+    def _from_core(cls, module_core):
+        self = cls.__new__(cls)
+        self._module = module_core
+        self._functions = {}
+        return self
+
+    def __reduce__(self):
+        # Its compile request (or a file's image bytes), not the binary: see jitbridge/_pickle.py.
+        return _pickle.rebuild_raw_module, (self._module, type(self))
 
     @property
     def program(self):

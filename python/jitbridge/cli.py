@@ -1,6 +1,6 @@
 """jitbridge's command line: compile a .cu file and show its kernels, manage the kernel cache, check the setup.
 
-    python -m jitbridge compile FILE.cu [--arch sm_90] [-D NAME[=VALUE]] [-I DIR]
+    python -m jitbridge compile FILE.cu [--arch sm_90 | --arch sm_80,sm_90 -o x.fatbin] [-D NAME[=VALUE]] [-I DIR]
                                 [--name-expression EXPR] [--option OPT] [--ptx]
     python -m jitbridge cache info | cache clear
     python -m jitbridge doctor [--json]
@@ -78,8 +78,10 @@ def _cmd_compile(args):
     include_paths = [os.path.dirname(os.path.abspath(path))] + list(args.include)
     program_name = os.path.basename(path)
     try:
+        # --arch sm_80,sm_90: a fat binary with one image per target.
+        arch = args.arch.split(",") if args.arch and "," in args.arch else args.arch
         program = jitbridge.compile(code, options=options, name_expressions=args.name_expression,
-                                    include_paths=include_paths, arch=args.arch, ptx=args.ptx,
+                                    include_paths=include_paths, arch=arch, ptx=args.ptx,
                                     program_name=program_name)
     except ValueError as e:  # a malformed or unsupported arch, a bad option value
         raise UserError(str(e)) from None
@@ -98,6 +100,14 @@ def _cmd_compile(args):
     if args.ptx:
         print()
         print(program.ptx, end="" if program.ptx.endswith("\n") else "\n")
+    if args.output:
+        image = program.fatbin or program.cubin or program.ptx.encode()
+        try:
+            with open(args.output, "wb") as f:
+                f.write(image)
+        except OSError as e:
+            raise UserError(f"cannot write {args.output}: {e.strerror or e}") from None
+        print(f"wrote {args.output} ({_size(len(image))})")
     return 0
 
 
@@ -241,7 +251,11 @@ def _parser(prog):
                                         "signature and resources.")
     c.add_argument("file", metavar="FILE", help="CUDA C++ source file")
     c.add_argument("--arch", help="target, e.g. sm_90, sm_90a, compute_90 (default: the GPU's, else "
-                                  "$JITBRIDGE_ARCH, else sm_90)")
+                                  "$JITBRIDGE_ARCH, else sm_90); a comma-separated list (sm_80,sm_90) builds a "
+                                  "fat binary (needs nvFatbin: pip install nvidia-nvfatbin)")
+    c.add_argument("-o", "--output", metavar="OUT",
+                   help="write the binary to OUT: the fat binary for a list of targets, else the cubin (PTX "
+                        "for a compute_XY target)")
     c.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
                    help="define a macro (repeatable)")
     c.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",

@@ -7,6 +7,7 @@
 #include "internals.hpp"
 #include "interop/array_support.hpp"
 #include "interop/interop_objects.hpp"
+#include "launch/kernels.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -63,10 +64,35 @@ int bench_view(PyObject* obj, long n, PyObject* stream, double* ns_per_view) {
   return -1;
 }
 
+PyObject* kernel_use_target(PyObject* kernel, const char* target) {
+  try {
+    py::handle h(kernel);
+    if (!h || !py::isinstance<KernelObject>(h)) throw py::type_error("use_target: expected a RawKernel");
+    const KernelObject& k = h.cast<const KernelObject&>();
+    const Device& device = Device::get(current_device());
+    if (target) {
+      const Module& m = k.module->modules->module_for_target(target);
+      const std::size_t ordinal = static_cast<std::size_t>(device.ordinal());
+      if (k.functions.size() <= ordinal) k.functions.resize(ordinal + 1);
+      k.functions[ordinal] = m.function(k.info ? k.info->lowered_name : k.name);
+      k.checked_device = nullptr;  // the next launch binds the forced function
+      k.function = nullptr;
+    }
+    const Function& f = k.resolved(device);
+    py::list built;
+    for (const std::string& t : k.module->modules->targets()) built.append(text(t));
+    const Program* p = f.module().program();
+    return py::make_tuple(text(p ? p->arch : "image"), built).release().ptr();
+  } catch (...) {
+    return translate_current_exception();
+  }
+}
+
 const JitbridgeInternals kInternals = {
     kInternalsVersion, static_cast<std::uint32_t>(sizeof(JitbridgeInternals)),
     adapter_protocol,  stream_reader,
     tensor_buffer_refs, bench_view,
+    kernel_use_target,
 };
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace jitbridge::python {
 // Bumped whenever a member of JitbridgeInternals is added, removed or changes meaning. jitbridge_testing refuses a
 // table whose version or size differs from the one it was built with (a build tree's jitbridge_testing beside a
 // wheel built from another commit).
-constexpr std::uint32_t kInternalsVersion = 1;
+constexpr std::uint32_t kInternalsVersion = 2;
 // The capsule's name (PyCapsule_Import takes "jitbridge._core._internals").
 constexpr const char* kInternalsCapsule = "jitbridge._core._internals";
 
@@ -35,6 +35,11 @@ struct JitbridgeInternals {
   // `stream` (None: the rule of consumer_stream()). Writes *ns_per_view; -1 with the error of the view (or a
   // TypeError when `obj` is no array), else 0.
   int (*bench_view)(PyObject* obj, long n, PyObject* stream, double* ns_per_view);
+  // Forces a second architecture (one GPU cannot show two): binds `kernel` (a jitbridge._core._Kernel) on the
+  // current device to the module its program's ModuleSet builds for `target` ("sm_90a", "compute_90"), as a device
+  // of that architecture would get. `target` NULL: binds nothing. Returns a new reference to the tuple (target the
+  // kernel now launches from on the current device, list of the targets built so far); NULL with the error set.
+  PyObject* (*kernel_use_target)(PyObject* kernel, const char* target);
 };
 
 }  // namespace jitbridge::python

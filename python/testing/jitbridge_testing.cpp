@@ -360,6 +360,17 @@ PYBIND11_MODULE(jitbridge_testing, m) {
         },
         py::arg("tensor"),
         "How many owners a jitbridge.Tensor's buffer has (the tensor, its views, unconsumed capsules...).");
+  m.def("use_target",
+        [](py::object kernel, py::object target) {
+          const std::string t = target.is_none() ? std::string() : target.cast<std::string>();
+          PyObject* r = core_internals().kernel_use_target(kernel.ptr(), target.is_none() ? nullptr : t.c_str());
+          if (!r) throw py::error_already_set();
+          return py::reinterpret_steal<py::object>(r);
+        },
+        py::arg("kernel"), py::arg("target") = py::none(),
+        "Binds a RawKernel on the current device to its program's module for `target` (compiled from the request), "
+        "as a GPU of that architecture would get; returns (target launched from now, targets built). None: binds "
+        "nothing. Forces a second architecture where only one GPU kind is at hand.");
   m.def("bench_view",
         [](py::handle obj, long n, py::handle stream) {
           double ns = 0;

@@ -2,7 +2,7 @@
 //
 // Nothing from CUDA is linked: the libraries are dlopen'ed on first use from the first place of
 // this order that has a usable one (docs/DESIGN.md, "Finding CUDA at run time"):
-//   1. an explicit setting: JITBRIDGE_NVRTC / JITBRIDGE_NVJITLINK (a library file),
+//   1. an explicit setting: JITBRIDGE_NVRTC / JITBRIDGE_NVJITLINK / JITBRIDGE_NVFATBIN (a library file),
 //      JITBRIDGE_CUDADEVRT (the device runtime, libcudadevrt.a; see pick_device_runtime),
 //      JITBRIDGE_CUDA_INCLUDE (include directories, ':'-separated);
 //   2. the nvidia-* wheels of the Python environment (<site-packages>/nvidia/cu13, handed in by
@@ -54,6 +54,7 @@ struct ComponentPick {
 struct SearchInputs {
   std::optional<std::string> nvrtc_env;      // JITBRIDGE_NVRTC
   std::optional<std::string> nvjitlink_env;  // JITBRIDGE_NVJITLINK
+  std::optional<std::string> nvfatbin_env;   // JITBRIDGE_NVFATBIN
   std::optional<std::string> include_env;    // JITBRIDGE_CUDA_INCLUDE
   std::optional<std::string> cudadevrt_env;  // JITBRIDGE_CUDADEVRT
   std::vector<std::string> wheel_roots;      // <site-packages>/nvidia/cu13 directories, in order
@@ -77,7 +78,7 @@ struct LibraryProbe {
 // Loads a library given by path, or by bare soname for the loader-path rule, and reads its version.
 using LibraryLoader = std::function<LibraryProbe(const std::string& path_or_soname)>;
 
-enum class CudaLibrary { nvrtc, nvjitlink };
+enum class CudaLibrary { nvrtc, nvjitlink, nvfatbin };
 
 // Picks `which` by the search order from `in`, loading candidates with `load` until one loads
 // and is major version 13. An explicit setting that is missing or unusable gives error != ""
@@ -126,6 +127,7 @@ void set_cuda_wheel_roots(std::vector<std::string> roots);
 // Never throws (except bad_alloc): what is missing shows as found == false.
 const ComponentPick& nvrtc_pick();
 const ComponentPick& nvjitlink_pick();
+const ComponentPick& nvfatbin_pick();  // libnvfatbin (fat binaries for a list of targets: jitbridge/fatbin.hpp)
 // The header sets, from NVRTC's place: the located one (nvrtc_located()) until NVRTC is loaded,
 // the loaded one after if that is elsewhere (the located file proved unusable).
 const HeaderPicks& cuda_header_picks();

@@ -36,6 +36,16 @@ struct CompileOptions {
   std::string program_name = "kernel.cu"; // the file name diagnostics refer to
 };
 
+// What compile() was asked: all it takes to build the same program again, for another target or in
+// another process (pickling). Paths in it are absolute.
+struct CompileRequest {
+  std::string source;
+  // As given, except that relative include paths (-I options, include_paths) are made absolute
+  // against the working directory of the compile() call.
+  CompileOptions options;
+  bool arch_given = false;  // options.arch or an -arch option named the target; false: the default was used
+};
+
 // One kernel parameter, as the compiler sees it after macros and typedefs.
 struct Param {
   enum class Kind { pointer, value };
@@ -114,6 +124,12 @@ class Program {
   // Every template kernel the source declares (instantiated or not), for the hints of
   // missing_kernel_message().
   std::vector<TemplateKernel> templates;
+  // What compile() was asked (kept in memory only, never in the disk cache: a program read from
+  // there gets the request of the compile() call that found it). nullptr when not from compile().
+  std::shared_ptr<const CompileRequest> request;
+  // A fat binary with one image per target (compile_fatbin(); arch lists them, comma-separated);
+  // loaded instead of cubin/ptx when not empty. Empty for compile()'s programs.
+  std::string fatbin;
 
   // The kernel called `name` (Kernel::name, or its lowered name); nullptr if none.
   const Kernel* find_kernel(std::string_view name) const;
@@ -124,6 +140,10 @@ class Program {
   // Never throws but std::bad_alloc.
   std::string missing_kernel_message(std::string_view name) const;
 };
+
+// "" when `other` has every kernel of `base` with the same lowered name and signature (sizes and
+// alignments included), else what differs first. Builds of one request for two targets must agree.
+std::string kernel_difference(const Program& base, const Program& other);
 
 // NVRTC rejected the source. what() is the diagnostic: "file:line:column: error: message", the offending
 // line (at most kMaxEchoedChars of it) with a caret, then the first kMaxLogLines lines of NVRTC's log;

@@ -22,7 +22,7 @@ class Function;
 // every device the binary can run on; the driver loads it into a device at first use there.
 class Module : public std::enable_shared_from_this<Module> {
  public:
-  // Loads `program`'s cubin (its PTX if it has no cubin). Throws NoDriverError, DriverError.
+  // Loads `program`'s fatbin, else its cubin, else its PTX. Throws NoDriverError, DriverError.
   static std::shared_ptr<Module> from_program(std::shared_ptr<const Program> program);
   // Loads a .cubin, .fatbin or .ptx image (kernels without signatures: unchecked packing).
   static std::shared_ptr<Module> from_image(std::string image);

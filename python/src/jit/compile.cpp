@@ -7,12 +7,13 @@
 #include "bindings.hpp"
 #include "common/checked_args.hpp"
 #include "jitbridge/cache.hpp"
+#include "jitbridge/fatbin.hpp"
 
 JITBRIDGE_ANNOTATED_OBJECT(SourceArg, "str | bytes")
 JITBRIDGE_ANNOTATED_OBJECT(StrSequenceArg, "collections.abc.Sequence[str]")
 JITBRIDGE_ANNOTATED_OBJECT(PathSequenceArg, "collections.abc.Sequence[str | os.PathLike[str]]")
 JITBRIDGE_ANNOTATED_OBJECT(HeadersArg, "collections.abc.Mapping[str, str | bytes] | None")
-JITBRIDGE_ANNOTATED_OBJECT(ArchArg, "str | None")
+JITBRIDGE_ANNOTATED_OBJECT(ArchArg, "str | collections.abc.Sequence[str] | None")
 JITBRIDGE_ANNOTATED_OBJECT(BoolArg, "bool")
 #undef JITBRIDGE_ANNOTATED_OBJECT
 
@@ -105,9 +106,13 @@ ProgramHandle compile_py(const SourceArg& code, const StrSequenceArg& options, c
   o.name_expressions = string_list(name_expressions, "name_expressions");
   o.headers = header_list(headers);
   o.include_paths = string_list(include_paths, "include_paths", true);
-  if (!arch.is_none()) {
+  std::vector<std::string> fat_targets;  // arch=[...]: a fat binary for these targets
+  const bool fat = PyList_Check(arch.ptr()) || PyTuple_Check(arch.ptr());
+  if (fat) {
+    fat_targets = string_list(arch, "arch");
+  } else if (!arch.is_none()) {
     if (!PyUnicode_Check(arch.ptr()))
-      type_error(fmt::format("arch: expected str or None, got {}", type_name(arch)));
+      type_error(fmt::format("arch: expected str, a list of str or None, got {}", type_name(arch)));
     o.arch = text_arg(arch, "arch");
   }
   if (!PyBool_Check(ptx.ptr())) type_error(fmt::format("ptx: expected bool, got {}", type_name(ptx)));
@@ -121,7 +126,7 @@ ProgramHandle compile_py(const SourceArg& code, const StrSequenceArg& options, c
   std::shared_ptr<const Program> program;
   {
     py::gil_scoped_release release;
-    program = compile(source, o);
+    program = fat ? compile_fatbin(source, o, fat_targets) : compile(source, o);
   }
   return ProgramHandle{std::move(program), o.program_name};
 }
@@ -142,7 +147,10 @@ name_expressions template instantiations and other names whose lowered names are
 headers          in-memory headers: {"config.h": "#define N 4"} lets the source #include "config.h".
 include_paths    extra include directories (str or os.PathLike).
 arch             "sm_90", "sm_90a", "compute_90", ...; None: the current GPU's, else $JITBRIDGE_ARCH,
-                 else sm_90 (see default_arch()).
+                 else sm_90 (see default_arch()); kernels then build for each GPU's own architecture
+                 at their first launch there. A list (["sm_80", "sm_90", "compute_90"]): a fat binary
+                 (Program.fatbin) with one image per target, joined by nvFatbin (pip install
+                 nvidia-nvfatbin; CudaNotFoundError without it); the driver picks the image per GPU.
 ptx              also keep the PTX text (Program.ptx).
 program_name     the file name diagnostics refer to.
 

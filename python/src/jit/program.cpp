@@ -53,6 +53,31 @@ py::dict resources_dict(const Resources& r) {
   return d;
 }
 
+py::list text_list(const std::vector<std::string>& items) {
+  py::list out;
+  for (const std::string& i : items) out.append(text(i));
+  return out;
+}
+
+// The compile request as compile()'s keyword arguments (code and header texts as bytes, exactly as
+// given); None for programs not made by compile(). What pickling keeps (python/jitbridge/_pickle.py).
+py::object request_dict(const ProgramHandle& h) {
+  const CompileRequest* r = h.program->request.get();
+  if (!r) return py::none();
+  py::dict d;
+  d["code"] = py::bytes(r->source);
+  d["options"] = text_list(r->options.options);
+  d["name_expressions"] = text_list(r->options.name_expressions);
+  py::list headers;
+  for (const Header& hd : r->options.headers) headers.append(py::make_tuple(text(hd.name), py::bytes(hd.text)));
+  d["headers"] = headers;
+  d["include_paths"] = text_list(r->options.include_paths);
+  d["arch"] = r->options.arch.empty() ? py::object(py::none()) : py::object(text(r->options.arch));
+  d["ptx"] = r->options.ptx;
+  d["program_name"] = text(r->options.program_name);
+  return d;
+}
+
 std::string kernel_repr(const Kernel& k) {
   std::string regs = k.resources.known ? std::to_string(k.resources.registers) : "?";
   return fmt::format("<Kernel {}{} regs={}>", k.name, k.signature ? k.signature->to_string() : "(?)", regs);
@@ -142,6 +167,8 @@ void bind_program(py::module_& m) {
                              "The file name given to compile() (diagnostics refer to it).")
       .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->cubin); }),
                              "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.")
+      .def_property_readonly("fatbin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->fatbin); }),
+                             "The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.")
       .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(h.program->ptx); }),
                              "The PTX text when compiled with ptx=True or for a compute_XX target, else ''.")
       .def_property_readonly("log", initialised([](const ProgramHandle& h) { return text(h.program->log); }),
@@ -172,6 +199,9 @@ void bind_program(py::module_& m) {
       .def_property_readonly("origin",
                              initialised([](const ProgramHandle& h) { return origin_name(h.program->origin); }),
                              "'compiled', 'memory' (this process's cache) or 'disk' (the on-disk cache).")
+      .def_property_readonly("_request", initialised([](const ProgramHandle& h) { return request_dict(h); }),
+                             "What compile() was asked, as its keyword arguments (relative include paths made "
+                             "absolute; arch None when defaulted), or None. Pickling keeps this.")
       .def_property_readonly("from_cache",
                              initialised([](const ProgramHandle& h) { return h.program->origin != Origin::compiled; }))
       .def(

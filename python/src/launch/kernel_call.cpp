@@ -126,11 +126,9 @@ struct ScratchLease {
 
 }  // namespace
 
-const Module& ModuleObject::loaded() const {
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!module) module = program.program ? Module::from_program(program.program) : Module::from_image(image);
-  return *module;
-}
+const Module& ModuleObject::loaded(const Device& device) const { return modules->module_for(device); }
+
+const Module& ModuleObject::loaded() const { return loaded(Device::get(current_device())); }
 
 const char* KernelObject::argument_name(std::size_t i) const {
   while (argument_names.size() <= i)
@@ -138,16 +136,29 @@ const char* KernelObject::argument_name(std::size_t i) const {
   return argument_names[i].c_str();
 }
 
-const Function& KernelObject::resolved() const {
-  if (!function) function = module->loaded().function(info ? info->lowered_name : name);
+const Function& KernelObject::resolved(const Device& device) const {
+  if (checked_device == &device) return *function;
+  const std::size_t ordinal = static_cast<std::size_t>(device.ordinal());
+  if (functions.size() <= ordinal) functions.resize(ordinal + 1);
+  if (!functions[ordinal]) {
+    try {
+      functions[ordinal] = module->loaded(device).function(info ? info->lowered_name : name);
+    } catch (const std::invalid_argument& e) {  // an explicit arch that cannot run on this device
+      throw py::value_error(fmt::format("{}: {}", name, e.what()));
+    }
+  }
+  function = functions[ordinal];
+  checked_device = &device;
   return *function;
 }
+
+const Function& KernelObject::resolved() const { return resolved(Device::get(current_device())); }
 
 namespace {
 
 // Everything a launch does before the driver call: arguments converted and checked against the
 // signature (into the thread's Scratch, which `release` empties afterwards), the consumer stream
-// into config.stream, the device and its binary compatibility, the configuration validated.
+// into config.stream, the device and the module serving it, the configuration validated.
 // Returns the device; `f` receives the kernel.
 const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
                              PyObject* stream_obj, Scratch& s, const Function*& f, bool check_args) {
@@ -157,18 +168,10 @@ const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObje
   launch_profile::mark(launch_profile::packed);
   if (device < 0) device = current_device();
   const Device& dev = Device::get(device);
-  f = &k.resolved();
-  if (k.checked_device != &dev && k.module->program.program && k.module->program.program->arch != dev.arch() &&
-      !k.module->program.program->cubin.empty()) {
-    // A cubin for another architecture would fail with a bare "no kernel image" error.
-    const std::string& built = k.module->program.program->arch;
-    const bool compatible = built.size() >= 5 && dev.arch().size() >= 5 && built.back() != 'a' && built.back() != 'f' &&
-                            built.substr(0, 4) == dev.arch().substr(0, 4) && built <= dev.arch();
-    if (!compatible)
-      throw py::value_error(fmt::format("{}: compiled for {}, but the arrays are on cuda:{} ({}); compile with arch=None "
-                                        "or arch='{}'", k.name, built, device, dev.arch(), dev.arch()));
-  }
-  k.checked_device = &dev;
+  // The module serving this device (built for its architecture on first use); an explicit arch
+  // whose code cannot run here is a ValueError with CUDA's rule (targets.hpp), not a bare "no
+  // kernel image" from the driver.
+  f = &k.resolved(dev);
   validate_launch(*f, config, dev);
   launch_profile::mark(launch_profile::validated);
   return dev;

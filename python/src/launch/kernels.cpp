@@ -236,6 +236,7 @@ void bind_kernels(py::module_& m) {
       .def(py::init([](const ProgramHandle& program) {
              auto mo = std::make_shared<ModuleObject>();
              mo->program = program;
+             mo->modules = std::make_shared<ModuleSet>(program.program);
              return mo;
            }),
            py::arg("program"))
@@ -243,8 +244,17 @@ void bind_kernels(py::module_& m) {
         auto mo = std::make_shared<ModuleObject>();
         mo->image = image;
         if (mo->image.empty()) throw py::value_error("path: the file is empty");
+        mo->modules = std::make_shared<ModuleSet>(mo->image);
         return mo;
       })
+      .def_property_readonly("_image", initialised([](const ModuleObject& mo) -> py::object {
+        return mo.program.program ? py::object(py::none()) : py::object(py::bytes(mo.image));
+      }), "The bytes of a module loaded from a file (None for compiled ones); what pickling keeps.")
+      .def_property_readonly("_targets", initialised([](const ModuleObject& mo) {
+        py::list out;
+        for (const std::string& t : mo.modules->targets()) out.append(text(t));
+        return out;
+      }), "The targets whose modules are loaded so far, in the order they were built.")
       .def_property_readonly("program", initialised([](const ModuleObject& mo) -> py::object {
         return mo.program.program ? py::cast(mo.program) : py::none();
       }))

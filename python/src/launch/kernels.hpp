@@ -9,23 +9,27 @@
 
 #include "bindings.hpp"
 #include "jitbridge/launcher.hpp"
+#include "jitbridge/module_set.hpp"
 #include "launch/launch_shortcut.hpp"
 #include "launch/scalar_args.hpp"
 
 namespace jitbridge::python {
 
-// A loaded module as Python holds it (jitbridge.RawModule's core). Keeps the Program (if any)
-// and the CUlibrary alive; loading happens at first use, so construction needs no GPU.
+// A loaded module as Python holds it (jitbridge.RawModule's core): the Program (if any) and its
+// ModuleSet, which loads (and builds for other device architectures) at first use, so
+// construction needs no GPU.
 struct ModuleObject {
   ProgramHandle program;                    // empty for modules loaded from files
-  std::string image;                        // file contents, for modules loaded from files
-  mutable std::mutex mutex;
-  mutable std::shared_ptr<Module> module;   // loaded lazily
-  const Module& loaded() const;             // loads on first call; throws NoDriverError, DriverError
+  std::string image;                        // file contents, for modules loaded from files (pickling)
+  std::shared_ptr<ModuleSet> modules;
+  // The module serving `device` (loads, or compiles for its architecture, on first use); throws
+  // std::invalid_argument (ValueError) when an explicit arch cannot run there, NoDriverError, DriverError.
+  const Module& loaded(const Device& device) const;
+  const Module& loaded() const;             // on the current device
 };
 
 // One kernel (jitbridge.RawKernel's core). Construction needs no GPU; the module loads at the
-// first launch. Calls are checked against the signature when the program has one.
+// first launch on each device. Calls are checked against the signature when the program has one.
 struct KernelObject {
   std::shared_ptr<ModuleObject> module;
   std::string name;
@@ -33,9 +37,13 @@ struct KernelObject {
   std::vector<ParamPlan> plan;              // packing plan of info's signature
   std::vector<ParamPlan> plan_unchecked;    // the same with argument checks off (unchecked_plan)
   bool check_args = true;                   // calls without check_args= check arguments (RawKernel(check_args=))
-  mutable const Device* checked_device = nullptr;  // the device the binary was last checked against
-  mutable std::shared_ptr<Function> function;  // resolved at the first launch
-  const Function& resolved() const;
+  mutable const Device* checked_device = nullptr;  // the device `function` serves (the last launch's)
+  mutable std::shared_ptr<Function> function;      // the kernel in the module serving checked_device
+  mutable std::vector<std::shared_ptr<Function>> functions;  // per device ordinal, resolved at the first launch there
+  // The kernel in the module serving `device`; also makes it `function`/`checked_device`. Raises
+  // ValueError naming the kernel when the program's explicit arch cannot run there. GIL held.
+  const Function& resolved(const Device& device) const;
+  const Function& resolved() const;         // on the current device
   // "saxpy: argument 2", for error messages; made once per index (a deque keeps them in place).
   // Like `function`, only touched with the GIL held.
   const char* argument_name(std::size_t i) const;
