@@ -91,8 +91,4 @@ std::size_t NvrtcProgram::pch_heap_required() const {
   return size;
 }
 
-void NvrtcProgram::set_cancel(int (*cancel)(void*, void*), void* payload) {
-  if (api_.nvrtcSetFlowCallback) check_nvrtc(api_.nvrtcSetFlowCallback(prog_, cancel, payload), "nvrtcSetFlowCallback");
-}
-
 }  // namespace jitbridge::detail

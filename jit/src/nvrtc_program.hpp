@@ -32,9 +32,6 @@ class NvrtcProgram {
   // program needed (0 when unknown). NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED when the NVRTC lacks the call.
   nvrtcResult pch_create_status() const;
   std::size_t pch_heap_required() const;
-  // Lets `cancel(payload)` stop the next compile early (it returns 1 to cancel); no-op when the
-  // NVRTC lacks nvrtcSetFlowCallback.
-  void set_cancel(int (*cancel)(void*, void*), void* payload);
 
  private:
   const NvrtcApi& api_;

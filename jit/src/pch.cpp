@@ -7,10 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <map>
-#include <thread>
 
 #include "cache_internal.hpp"
 #include "jit_internal.hpp"
@@ -20,13 +17,11 @@
 
 namespace jitbridge::detail {
 
-enum class PchState { making, ready, failed };
+enum class PchState { seen, ready, failed };
 
 struct PchEntry {
   std::string key, file;
-  PchState state = PchState::making;  // guarded by the registry mutex
-  std::chrono::steady_clock::time_point started;
-  std::int64_t plain_ns = 0;  // the plain compile that asked for it
+  PchState state = PchState::seen;  // guarded by the registry mutex
   // Set once before state becomes ready, read-only afterwards:
   std::vector<std::string> headers;  // what making it read (NVRTC's trace of that compile)
   CacheRecord deps;                  // their identity then, checked before each use
@@ -36,15 +31,16 @@ struct PchEntry {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// A PCH pays for itself only on programs whose headers take a while to parse (cub: 1-1.5 s; a
-// kernel with no header: 10 ms). Making one costs about 1.5 plain compiles, off the caller's thread.
-constexpr std::int64_t kDefaultMinCompileNs = 50'000'000;
+// A PCH pays for itself only on programs whose headers take a while to parse: cub's block_reduce.cuh
+// (1.1-1.5 s plain, 0.2-0.3x with its PCH), not cuda_bf16.h alone (33 ms, 0.7x). Making one costs
+// about 1.3-1.5 plain compiles, paid by the second compile with the prefix.
+constexpr std::int64_t kDefaultMinCompileNs = 200'000'000;
 constexpr std::size_t kMaxReady = 4;                 // cub's PCH is 178 MB
 constexpr std::uint64_t kMaxReadyBytes = 1ull << 30;
-constexpr std::size_t kMaxEntries = 64;              // failed ones are remembered, not retried
+constexpr std::size_t kMaxEntries = 256;             // seen and failed ones are small
 constexpr std::size_t kMaxHeapBytes = 2ull << 30;    // NVRTC's PCH heap is 256 MiB by default
+
+using Clock = std::chrono::steady_clock;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -71,31 +67,18 @@ std::vector<std::string> without_automatic(const std::vector<std::string>& optio
   return out;
 }
 
-struct Job {
-  std::shared_ptr<PchEntry> entry;
-  std::string prefix, program_name;
-  std::vector<Header> headers;
-  std::vector<std::string> options;
-};
-
 struct Registry {
   std::mutex mutex;  // guards everything below but `heap`
-  std::condition_variable changed;  // a job queued or finished, an entry ready or failed, stopping
   std::map<std::string, std::shared_ptr<PchEntry>> entries;
-  std::deque<Job> jobs;
-  bool busy = false;
-  bool worker_started = false;
-  std::atomic<bool> stopping{false};
-  std::thread worker;
   std::string dir;  // private to this process, made on first need, removed at exit
   bool dir_failed = false;
   std::uint64_t tick = 0, files = 0;
   PchStats stats;
   bool enabled = true;
   std::int64_t min_ns = kDefaultMinCompileNs;
-  // Held around every NVRTC compile that makes or uses a PCH (the heap is one per process).
-  // Taken before `mutex`, never while holding it.
-  std::timed_mutex heap;
+  // Held around every NVRTC compile that makes or uses a PCH (the heap is one per process), and
+  // while PCH files are removed. Taken before `mutex`, never while holding it.
+  std::mutex heap;
 
   Registry() { configure(-1, -1); }
   void configure(std::int64_t min_compile_ns, int on) {
@@ -107,23 +90,52 @@ struct Registry {
 };
 
 Registry& registry() {
-  static Registry* r = new Registry;  // lives until exit; the atexit hook stops its thread first
+  static Registry* r = new Registry;  // lives until exit (an atexit hook removes the files)
   return *r;
 }
 
-// Removes `e` from the map and its file from disk. Caller holds `heap` (nobody reads the file).
-void drop_locked(Registry& r, const std::shared_ptr<PchEntry>& e) {
+// At exit: the PCH files and their directory go.
+void remove_files() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto& [key, e] : r.entries)
+    if (!e->file.empty()) ::unlink(e->file.c_str());
+  if (!r.dir.empty()) ::rmdir(r.dir.c_str());
+}
+
+// A new file name in the private directory (mutex held); "" when there is no directory.
+std::string new_file_locked(Registry& r) {
+  if (r.dir.empty()) {
+    if (r.dir_failed) return {};
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/jitbridge-pch-XXXXXX";
+    if (!::mkdtemp(templ.data())) {
+      r.dir_failed = true;
+      return {};
+    }
+    r.dir = templ;
+    std::atexit(remove_files);
+  }
+  return fmt::format("{}/p{}.pch", r.dir, r.files++);
+}
+
+// Removes `e` from the map (or, `keep_failed`, marks it failed) and its file from disk. Caller
+// holds `heap` (nobody reads the file).
+void drop_locked(Registry& r, const std::shared_ptr<PchEntry>& e, bool keep_failed = false) {
+  std::string file;
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     auto it = r.entries.find(e->key);
     if (it == r.entries.end() || it->second != e) return;
-    r.entries.erase(it);
     if (e->state == PchState::ready) ++r.stats.dropped;
+    if (keep_failed) e->state = PchState::failed;
+    else r.entries.erase(it);
+    file = e->file;
   }
-  ::unlink(e->file.c_str());
+  if (!file.empty()) ::unlink(file.c_str());
 }
 
-// The ready entries beyond the bounds, least recently used first. Caller holds `heap`.
+// The ready entries beyond the bounds go, least recently used first. Caller holds `heap`.
 void evict_locked(Registry& r) {
   std::vector<std::shared_ptr<PchEntry>> out;
   {
@@ -144,145 +156,77 @@ void evict_locked(Registry& r) {
   for (const auto& e : out) drop_locked(r, e);
 }
 
-int cancel_when_stopping(void*, void*) { return registry().stopping.load() ? 1 : 0; }
-
-// Makes the PCH of `job` (the worker thread, `heap` held by the caller).
-void make(Registry& r, Job& job) {
+// Makes the PCH of `e` from `prefix` alone under `options` (`heap` held by the caller). True when
+// it is ready.
+bool make_locked(Registry& r, const std::shared_ptr<PchEntry>& e, const std::string& prefix,
+                 const std::string& program_name, const std::vector<Header>& in_memory,
+                 const std::vector<std::string>& options) {
   const NvrtcApi& api = nvrtc_api();
-  bool ok = false;
-  std::vector<std::string> headers;
-  for (int attempt = 0; attempt < 2 && !ok; ++attempt) {
-    NvrtcProgram prog(job.prefix, job.program_name, job.headers);
-    prog.set_cancel(cancel_when_stopping, nullptr);
-    const std::string trace = job.entry->file + ".trace";  // NVRTC writes <trace>.json
-    std::vector<std::string> opts = job.options;
-    opts.push_back("--fdevice-time-trace=" + trace);
-    opts.push_back("-create-pch=" + job.entry->file);
-    opts.push_back("-pch-messages=false");
-    opts.push_back("-pch-verbose=false");
-    const bool compiled = prog.compile(opts);
-    const nvrtcResult status = prog.pch_create_status();
-    std::string log = prog.log(), rest;
-    std::string json;
-    const bool traced = read_file(trace + ".json", json);
-    ::unlink((trace + ".json").c_str());
-    if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED && attempt == 0 && api.nvrtcSetPCHHeapSize) {
-      const std::size_t need = prog.pch_heap_required();
-      if (need == 0 || need > kMaxHeapBytes) break;
-      // A new heap makes every PCH made so far unusable: drop them all, then try again.
-      std::vector<std::shared_ptr<PchEntry>> all;
-      {
-        std::lock_guard<std::mutex> lock(r.mutex);
-        for (auto& [key, e] : r.entries)
-          if (e->state == PchState::ready) all.push_back(e);
-      }
-      for (const auto& e : all) drop_locked(r, e);
-      if (api.nvrtcSetPCHHeapSize(need) != NVRTC_SUCCESS) break;
-      continue;
-    }
-    parse_ptxas_info(log, &rest);
-    // Diagnostics from the headers would vanish from the logs of compiles that use the PCH.
-    const bool quiet = rest.find_first_not_of(" \t\r\n") == std::string::npos;
-    if (!compiled || status != NVRTC_SUCCESS || !quiet || !traced) break;
-    try {
-      headers = trace_headers(json);
-    } catch (const std::exception&) {
-      break;
-    }
-    struct stat st;
-    if (::stat(job.entry->file.c_str(), &st) != 0) break;
-    job.entry->bytes = static_cast<std::uint64_t>(st.st_size);
-    ok = true;
-  }
-  if (ok) {
-    job.entry->headers = headers;
-    job.entry->deps.recorded_ns = now_ns();
-    job.entry->deps.deps =
-        record_dependencies(headers, job.headers, include_search_dirs(job.options), job.entry->deps.cwd);
-  } else {
-    ::unlink(job.entry->file.c_str());
-  }
   {
     std::lock_guard<std::mutex> lock(r.mutex);
-    job.entry->state = ok ? PchState::ready : PchState::failed;
-    job.entry->last_use = ++r.tick;
+    e->file = new_file_locked(r);
+    if (e->file.empty()) {
+      e->state = PchState::failed;
+      return false;
+    }
+  }
+  bool ok = false;
+  std::vector<std::string> headers;
+  try {
+    for (int attempt = 0; attempt < 2 && !ok; ++attempt) {
+      NvrtcProgram prog(prefix, program_name, in_memory);
+      const std::string trace = e->file + ".trace";  // NVRTC writes <trace>.json
+      std::vector<std::string> opts = options;
+      opts.push_back("--fdevice-time-trace=" + trace);
+      opts.push_back("-create-pch=" + e->file);
+      opts.push_back("-pch-messages=false");
+      opts.push_back("-pch-verbose=false");
+      const bool compiled = prog.compile(opts);
+      const nvrtcResult status = prog.pch_create_status();
+      std::string log = prog.log(), rest, json;
+      const bool traced = read_file(trace + ".json", json);
+      ::unlink((trace + ".json").c_str());
+      if (status == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED && attempt == 0) {
+        const std::size_t need = prog.pch_heap_required();
+        if (need == 0 || need > kMaxHeapBytes) break;
+        // A new heap makes every PCH made so far unusable: drop them all, then try again.
+        std::vector<std::shared_ptr<PchEntry>> all;
+        {
+          std::lock_guard<std::mutex> lock(r.mutex);
+          for (auto& [key, other] : r.entries)
+            if (other->state == PchState::ready) all.push_back(other);
+        }
+        for (const auto& other : all) drop_locked(r, other);
+        if (api.nvrtcSetPCHHeapSize(need) != NVRTC_SUCCESS) break;
+        continue;
+      }
+      parse_ptxas_info(log, &rest);
+      // Diagnostics from the headers would vanish from the logs of compiles that use the PCH.
+      const bool quiet = rest.find_first_not_of(" \t\r\n") == std::string::npos;
+      if (!compiled || status != NVRTC_SUCCESS || !quiet || !traced) break;
+      headers = trace_headers(json);
+      struct stat st;
+      if (::stat(e->file.c_str(), &st) != 0) break;
+      e->bytes = static_cast<std::uint64_t>(st.st_size);
+      ok = true;
+    }
+    if (ok) {
+      e->headers = headers;
+      e->deps.recorded_ns = now_ns();
+      e->deps.deps = record_dependencies(headers, in_memory, include_search_dirs(options), e->deps.cwd);
+    }
+  } catch (const std::exception&) {
+    ok = false;  // a malformed trace, NVRTC failing: compile without
+  }
+  if (!ok) ::unlink(e->file.c_str());
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    e->state = ok ? PchState::ready : PchState::failed;
+    e->last_use = ++r.tick;
     ++(ok ? r.stats.created : r.stats.failed);
   }
   if (ok) evict_locked(r);
-}
-
-void worker_loop() {
-  Registry& r = registry();
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(r.mutex);
-      r.changed.wait(lock, [&] { return r.stopping.load() || !r.jobs.empty(); });
-      if (r.stopping.load()) return;
-      job = std::move(r.jobs.front());
-      r.jobs.pop_front();
-      r.busy = true;
-    }
-    {
-      std::lock_guard<std::timed_mutex> heap(r.heap);
-      try {
-        make(r, job);
-      } catch (const std::exception&) {
-        std::lock_guard<std::mutex> lock(r.mutex);
-        job.entry->state = PchState::failed;
-        ++r.stats.failed;
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(r.mutex);
-      r.busy = false;
-    }
-    r.changed.notify_all();
-  }
-}
-
-// At exit: stop the thread (its compile is cancelled where NVRTC allows), remove the files.
-void shutdown() {
-  Registry& r = registry();
-  {
-    std::lock_guard<std::mutex> lock(r.mutex);
-    r.stopping.store(true);
-  }
-  r.changed.notify_all();
-  if (r.worker.joinable()) r.worker.join();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (auto& [key, e] : r.entries) ::unlink(e->file.c_str());
-  r.entries.clear();
-  if (!r.dir.empty()) ::rmdir(r.dir.c_str());
-}
-
-// Queues the making of `job` (mutex held). False when it cannot be made (no directory, bounds).
-bool schedule_locked(Registry& r, Job job) {
-  if (r.stopping.load() || r.entries.count(job.entry->key)) return false;
-  if (r.entries.size() >= kMaxEntries) {
-    for (auto it = r.entries.begin(); it != r.entries.end();)
-      it = it->second->state == PchState::failed ? r.entries.erase(it) : std::next(it);
-    if (r.entries.size() >= kMaxEntries) return false;
-  }
-  if (r.dir.empty()) {
-    if (r.dir_failed) return false;
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/jitbridge-pch-XXXXXX";
-    if (!::mkdtemp(templ.data())) {
-      r.dir_failed = true;
-      return false;
-    }
-    r.dir = templ;
-  }
-  job.entry->file = fmt::format("{}/p{}.pch", r.dir, r.files++);
-  r.entries[job.entry->key] = job.entry;
-  r.jobs.push_back(std::move(job));
-  if (!r.worker_started) {
-    r.worker_started = true;
-    r.worker = std::thread(worker_loop);
-    std::atexit(shutdown);
-  }
-  return true;
+  return ok;
 }
 
 }  // namespace
@@ -333,8 +277,8 @@ PchStep::PchStep(std::string_view source, const CompileOptions& options, const s
   Registry& r = registry();
   bool automatic = false;
   for (const std::string& o : nvrtc_options) {
-    if (user_explicit_option(o)) {  // the user's own PCH files: still one compile at a time
-      held_ = std::unique_lock<std::timed_mutex>(r.heap);
+    if (user_explicit_option(o)) {  // the user's own PCH files: still one such compile at a time
+      held_ = std::unique_lock<std::mutex>(r.heap);
       return;
     }
     automatic = automatic || o == "-pch" || o == "--pch";
@@ -357,47 +301,43 @@ PchStep::PchStep(std::string_view source, const CompileOptions& options, const s
   for (const Header& hd : options.headers) h.field(hd.name).field(hd.text);
   key_ = h.hex();
 
+  // NVRTC 13.0 runs one compile at a time per process anyway: waiting for the lock costs nothing
+  // that compiling plain would not.
+  std::unique_lock<std::mutex> heap(r.heap);
   std::shared_ptr<PchEntry> entry;
+  bool make = false;
   {
-    std::unique_lock<std::mutex> lock(r.mutex);
+    std::lock_guard<std::mutex> lock(r.mutex);
     auto it = r.entries.find(key_);
-    if (it != r.entries.end() && it->second->state == PchState::making) {
-      // Wait for it only when it should be done well before a plain compile would be.
-      const std::shared_ptr<PchEntry> making = it->second;
-      const auto plain = std::chrono::nanoseconds(making->plain_ns);
-      const auto done_at = making->started + plain * 3 / 2;
-      if (done_at - Clock::now() < plain / 2)
-        r.changed.wait_until(lock, Clock::now() + plain / 2,
-                             [&] { return making->state != PchState::making || r.stopping.load(); });
-      it = r.entries.find(key_);
-    }
     if (it == r.entries.end()) {
       candidate_ = true;
-    } else if (it->second->state == PchState::ready) {
+      make = automatic;  // -pch: made by the first compile, as NVRTC's own -pch does
+      if (make) {
+        if (r.entries.size() >= kMaxEntries) return;
+        entry = std::make_shared<PchEntry>();
+        entry->key = key_;
+        r.entries[key_] = entry;
+      }
+    } else if (it->second->state != PchState::failed) {
       entry = it->second;
+      make = entry->state == PchState::seen;  // the second compile with this prefix makes it
     }
+  }
+  if (!entry) return;
+  if (make) {
+    candidate_ = false;
+    if (!make_locked(r, entry, std::string(prefix), options.program_name, options.headers, options_)) return;
+  } else if (!dependencies_unchanged(entry->deps)) {  // a header it holds changed: plain, then again
+    drop_locked(r, entry);
+    candidate_ = true;
   }
   if (candidate_) {
     prefix_ = std::string(prefix);
-    program_name_ = options.program_name;
-    headers_ = options.headers;
-    return;
-  }
-  if (!entry) return;
-  // At most half a plain compile's wait for another thread's PCH compile; else compile plain.
-  std::unique_lock<std::timed_mutex> heap(r.heap, std::defer_lock);
-  if (!heap.try_lock_for(std::chrono::nanoseconds(entry->plain_ns / 2))) return;
-  if (!dependencies_unchanged(entry->deps)) {  // a header it holds was edited: make it again
-    drop_locked(r, entry);
-    candidate_ = true;
-    prefix_ = std::string(prefix);
-    program_name_ = options.program_name;
-    headers_ = options.headers;
     return;
   }
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.entries.find(key_);
-  if (it == r.entries.end() || it->second != entry) return;  // dropped meanwhile (heap resized, evicted)
+  if (it == r.entries.end() || it->second != entry || entry->state != PchState::ready) return;
   entry->last_use = ++r.tick;
   use_ = std::move(entry);
   held_ = std::move(heap);
@@ -420,7 +360,7 @@ bool PchStep::finish(bool ok, const std::string& log) {
   const std::int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
   if (use_) {
     if (log.find("precompiled header") != std::string::npos) {  // refused: never let it change a log
-      drop_locked(r, use_);
+      drop_locked(r, use_, /*keep_failed=*/true);
       held_ = {};
       return false;
     }
@@ -429,19 +369,17 @@ bool PchStep::finish(bool ok, const std::string& log) {
   }
   held_ = {};
   if (!ok || !candidate_) return true;
+  // The first compile with this prefix ran plain; a long one marks the prefix for the next.
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!user_pch_ && (!r.enabled || elapsed < r.min_ns)) return true;
-  Job job;
-  job.entry = std::make_shared<PchEntry>();
-  job.entry->key = key_;
-  job.entry->started = Clock::now();
-  job.entry->plain_ns = elapsed;
-  job.prefix = std::move(prefix_);
-  job.program_name = std::move(program_name_);
-  job.headers = std::move(headers_);
-  job.options = std::move(options_);
+  if (r.entries.count(key_)) return true;
+  if (r.entries.size() >= kMaxEntries)
+    for (auto it = r.entries.begin(); it != r.entries.end();)
+      it = it->second->state != PchState::ready ? r.entries.erase(it) : std::next(it);
+  auto e = std::make_shared<PchEntry>();
+  e->key = key_;
+  r.entries[key_] = std::move(e);
   candidate_ = false;
-  if (schedule_locked(r, std::move(job))) r.changed.notify_all();
   return true;
 }
 
@@ -462,18 +400,11 @@ PchStats pch_stats() {
   return s;
 }
 
-void pch_wait_idle() {
-  Registry& r = registry();
-  std::unique_lock<std::mutex> lock(r.mutex);
-  r.changed.wait(lock, [&] { return r.stopping.load() || (r.jobs.empty() && !r.busy); });
-}
-
 void pch_configure(std::int64_t min_compile_ns, int enabled) { registry().configure(min_compile_ns, enabled); }
 
 void pch_reset() {
   Registry& r = registry();
-  pch_wait_idle();
-  std::lock_guard<std::timed_mutex> heap(r.heap);
+  std::lock_guard<std::mutex> heap(r.heap);
   std::vector<std::shared_ptr<PchEntry>> all;
   {
     std::lock_guard<std::mutex> lock(r.mutex);

@@ -1,4 +1,4 @@
-// pch.hpp — the process's precompiled headers (NVRTC PCH): which compiles use one, making them in the background.
+// pch.hpp — the process's precompiled headers (NVRTC PCH): which compiles make one, which use one.
 #pragma once
 
 #include <chrono>
@@ -26,11 +26,13 @@ bool pch_cacheable(const std::vector<std::string>& nvrtc_options);
 struct PchEntry;
 
 // One NVRTC compile's part in the process's precompiled headers. Construct it right before the
-// compile and call finish() right after. Thread-safe: every NVRTC compile that makes or uses a PCH
-// holds one process-wide lock (NVRTC has one PCH heap per process), never while waiting on others.
-// A compile uses a PCH only when it is traced (NVRTC refuses a PCH made under other options, the
-// trace option included), the PCH is ready, made from the same prefix, options, program name and
-// in-memory headers, and the headers it read are unchanged. Never throws except std::bad_alloc.
+// compile and call finish() right after. The first compile with a prefix (pch_prefix) runs plain;
+// when it took long enough, the second makes the PCH from the prefix alone and uses it, and later
+// ones use it. A compile uses a PCH only when it is traced (NVRTC refuses a PCH made under other
+// options, the trace option included), made from the same prefix, options, program name and
+// in-memory headers, and the headers it read are unchanged. Thread-safe: every compile that makes
+// or uses a PCH holds one process-wide lock (NVRTC has one PCH heap per process).
+// Never throws except std::bad_alloc (and what nvrtc_api() throws, which compile() met before).
 class PchStep {
  public:
   PchStep(std::string_view source, const CompileOptions& options, const std::vector<std::string>& nvrtc_options,
@@ -44,8 +46,8 @@ class PchStep {
   // -use-pch=<file> -pch-messages=false -pch-verbose=false added when a PCH is used.
   std::vector<std::string> rewrite(std::vector<std::string> options) const;
   // After the compile. False when a used PCH showed in the log (NVRTC refused it): the PCH is
-  // dropped and the caller compiles again. After a successful compile that used none and took long
-  // enough (or asked for -pch), the PCH is scheduled to be made on the background thread.
+  // dropped for good and the caller compiles again. After a successful plain compile that took long
+  // enough, the prefix is marked: the next compile with it makes the PCH.
   bool finish(bool ok, const std::string& log);
   // The headers the compile read: `traced`, with the PCH's own in front (NVRTC's trace leaves
   // the headers inside a PCH out).
@@ -55,13 +57,11 @@ class PchStep {
  private:
   std::chrono::steady_clock::time_point start_;
   bool user_pch_ = false;  // the user gave -pch: managed PCH, whatever the time or JITBRIDGE_PCH
-  std::unique_lock<std::timed_mutex> held_;
+  std::unique_lock<std::mutex> held_;
   std::shared_ptr<PchEntry> use_;
-  // Set when this compile may make a PCH afterwards.
-  std::string key_, prefix_, program_name_;
-  std::vector<Header> headers_;
+  std::string key_, prefix_;
   std::vector<std::string> options_;  // effective options without the user's PCH options
-  bool candidate_ = false;
+  bool candidate_ = false;  // no entry for the key yet: finish() may mark it
 };
 
 // ---- test hooks (tests/cpp/test_pch.cpp) and the bench -----------------------------------------
@@ -73,13 +73,11 @@ struct PchStats {
   std::uint64_t ready = 0;    // PCHs ready now
 };
 PchStats pch_stats();
-// Blocks until no PCH is being made or waiting to be made.
-void pch_wait_idle();
 // Sets the least plain-compile time (ns) that makes a PCH worth making (negative: the built-in
 // default) and whether automatic PCHs are on: `enabled` 1 on, 0 off, -1 as JITBRIDGE_PCH says
 // (read again now; "0" turns them off).
 void pch_configure(std::int64_t min_compile_ns, int enabled = -1);
-// Waits for the background thread to be idle, then drops every PCH (files included).
+// Drops every PCH (files included) and forgets every prefix seen.
 void pch_reset();
 
 }  // namespace jitbridge::detail

@@ -4,14 +4,10 @@
 #include <catch2/catch.hpp>
 #include <dirent.h>
 
-#include "pch.hpp"
-
 namespace jitbridge::testing {
 
-// Open descriptors of this process (the directory stream's own one is counted alike each time),
-// once the background thread making precompiled headers (jit/src/pch.cpp) is idle.
+// Open descriptors of this process (the directory stream's own one is counted alike each time).
 inline int open_fds() {
-  jitbridge::detail::pch_wait_idle();
   int n = 0;
   if (DIR* d = ::opendir("/proc/self/fd")) {
     while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';

@@ -15,8 +15,7 @@ namespace jitbridge {
 // Entry points looked up optionally: nullptr when the library lacks them (precompiled headers are
 // then not used automatically; jit/src/pch.cpp).
 #define JITBRIDGE_NVRTC_OPTIONAL_ENTRIES(X)                                                  \
-  X(nvrtcGetPCHCreateStatus) X(nvrtcGetPCHHeapSize) X(nvrtcSetPCHHeapSize)                  \
-  X(nvrtcGetPCHHeapSizeRequired) X(nvrtcSetFlowCallback)
+  X(nvrtcGetPCHCreateStatus) X(nvrtcGetPCHHeapSize) X(nvrtcSetPCHHeapSize) X(nvrtcGetPCHHeapSizeRequired)
 
 // One pointer per entry, typed from nvrtc.h: api.nvrtcCompileProgram(prog, n, argv).
 struct NvrtcApi {
