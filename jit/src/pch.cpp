@@ -331,10 +331,7 @@ PchStep::PchStep(std::string_view source, const CompileOptions& options, const s
     drop_locked(r, entry);
     candidate_ = true;
   }
-  if (candidate_) {
-    prefix_ = std::string(prefix);
-    return;
-  }
+  if (candidate_) return;
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.entries.find(key_);
   if (it == r.entries.end() || it->second != entry || entry->state != PchState::ready) return;

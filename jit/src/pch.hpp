@@ -59,7 +59,7 @@ class PchStep {
   bool user_pch_ = false;  // the user gave -pch: managed PCH, whatever the time or JITBRIDGE_PCH
   std::unique_lock<std::mutex> held_;
   std::shared_ptr<PchEntry> use_;
-  std::string key_, prefix_;
+  std::string key_;
   std::vector<std::string> options_;  // effective options without the user's PCH options
   bool candidate_ = false;  // no entry for the key yet: finish() may mark it
 };
