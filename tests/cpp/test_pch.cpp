@@ -225,3 +225,34 @@ TEST_CASE("pch: compiles from several threads while PCHs are made and used") {
   for (auto& th : threads) th.join();
   for (const std::string& s : got) CHECK(s == "(__half*, int)");
 }
+
+TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and leaves no trace file behind") {
+  NoFdLeak fds;
+  PchOn on;
+  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
+  REQUIRE(::mkdtemp(templ));
+  const std::string inc = templ;
+  spit(inc + "/open.h", "struct S {\n");  // closed by the source after the prefix
+  CompileOptions o = opts();
+  o.include_paths = {inc};
+  auto kernel = [&](int n) {
+    return kFp16 + "#include \"open.h\"\nint a; };\nextern \"C\" __global__ void k" + std::to_string(n) +
+           "(float* x) { x[0] = " + std::to_string(n) + ".0f; }\n";
+  };
+  Cache cache(CacheConfig{false, "", 1});
+  const auto before = pch_stats();
+  compile(kernel(1), o, &cache);
+  auto second = compile(kernel(2), o, &cache);  // making the PCH fails: compiled plain
+  REQUIRE(second->kernels.size() == 1);
+  CHECK(second->kernels[0].name == "k2");
+  CHECK(second->log.empty());
+  CHECK(pch_stats().failed == before.failed + 1);
+  CHECK(pch_stats().used == before.used);
+  compile(kernel(3), o, &cache);  // not tried again
+  CHECK(pch_stats().failed == before.failed + 1);
+  compile("extern \"C\" __global__ void untraced(float* x) { x[0] = 5; }\n", opts(), &cache);
+  struct stat st;
+  CHECK(::stat("./.json", &st) != 0);
+  ::unlink((inc + "/open.h").c_str());
+  ::rmdir(inc.c_str());
+}
