@@ -1,5 +1,6 @@
-"""bench_compile.py — the compile path: cold compile vs NVRTC direct, cache hits in one process and in
-fresh processes, side by side with CuPy and cuda.core where they are installed. Prints a table."""
+"""bench_compile.py — the compile path: cold compile vs NVRTC direct, heavy-header kernels (cub, cuda_bf16.h) with
+and without automatic precompiled headers, cache hits in one process and in fresh processes, side by side with CuPy
+and cuda.core where they are installed. Prints two tables."""
 import os
 import statistics
 import subprocess
@@ -76,12 +77,87 @@ print("cold_jitbridge_us", statistics.median(ours) * 1e6)
 '''
 
 
+# Heavy-header kernels, as compile_bench.cpp's heavy_source() writes them (kept in step by hand: the C++ rows and the
+# peers' rows must compile the same text).
+def heavy_source(family, variant):
+    if family == "cub":
+        return ("#include <cub/block/block_reduce.cuh>\n"
+                'extern "C" __global__ void k(const float* x, float* out) {\n'
+                "  using R = cub::BlockReduce<float, 128>;\n  __shared__ typename R::TempStorage t;\n"
+                f"  float v = R(t).Sum(x[blockIdx.x * 128 + threadIdx.x] * {variant}.0f);\n"
+                "  if (threadIdx.x == 0) out[blockIdx.x] = v;\n}\n")
+    return ("#include <cuda_bf16.h>\n"
+            'extern "C" __global__ void k(__nv_bfloat16* y, const __nv_bfloat16* x, int n) {\n'
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"  if (i < n) y[i] = __float2bfloat16(__bfloat162float(x[i]) * {variant}.0f + 1.0f);\n}}\n")
+
+
+# Peers on the heavy kernels: five distinct kernels in one fresh process, each timed from source to a compiled
+# binary (their own caches pointed at an empty directory). Prints the five times (us).
+CUPY_HEAVY_CHILD = '''
+import time, cupy
+cupy.cuda.Device(0).use()
+out = []
+for src in {srcs!r}:
+    t0 = time.perf_counter()
+    cupy.RawKernel(src, "k").compile()
+    out.append((time.perf_counter() - t0) * 1e6)
+print(" ".join("%.1f" % t for t in out))
+'''
+CUDA_CORE_HEAVY_CHILD = '''
+import time
+from cuda.core import Device, Program, ProgramOptions
+dev = Device(0); dev.set_current()
+arch = "sm_" + "".join(map(str, dev.compute_capability))
+out = []
+for src in {srcs!r}:
+    t0 = time.perf_counter()
+    Program(src, "c++", ProgramOptions(arch=arch, include_path={inc!r})).compile("cubin")
+    out.append((time.perf_counter() - t0) * 1e6)
+print(" ".join("%.1f" % t for t in out))
+'''
+
+
+def heavy_peer(code, family, env_name):
+    """The five kernel times of a peer (list), or 'n/a (why)'."""
+    import jitbridge
+    srcs = [heavy_source(family, i) for i in range(1, 6)]
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([sys.executable, "-c", code.format(srcs=srcs, inc=list(jitbridge.toolkit_include_dirs()))],
+                             env=child_env(**{env_name: d}), capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        lines = out.stderr.strip().splitlines()
+        return f"n/a ({(lines[-1] if lines else 'failed')[:50]})"
+    return [float(v) for v in out.stdout.split()]
+
+
+def heavy_table(c):
+    """Rows of the heavy-header table from the C++ bench's heavy_* numbers, with CuPy and cuda.core beside them."""
+    rows = []
+    for family, label in (("cub", "cub BlockReduce (cub/block/block_reduce.cuh)"), ("bf16", "cuda_bf16.h")):
+        cupy = heavy_peer(CUPY_HEAVY_CHILD, family, "CUPY_CACHE_DIR")
+        core = heavy_peer(CUDA_CORE_HEAVY_CHILD, family, "CUDA_CORE_CACHE_DIR")
+        for i in range(1, 6):
+            direct = c[f"heavy_{family}_direct_{i}"]
+            nopch, pch = c[f"heavy_{family}_nopch_{i}"], c[f"heavy_{family}_pch_{i}"]
+            ratio = pch / direct
+            goal = ("<= 1.1x " + ("ok" if ratio <= 1.1 else "MISSED")) if i == 1 else \
+                   ("<= 0.3x " + ("ok" if ratio <= 0.3 else "MISSED"))
+            peers = [fmt_us(p[i - 1]) + f" ({p[i - 1] / direct:.2f}x)" if isinstance(p, list) else (p if i == 1 else "")
+                     for p in (cupy, core)]
+            rows.append([f"{label}, kernel {i}" if i == 1 else f"  kernel {i}", fmt_us(direct),
+                         f"{fmt_us(nopch)} ({nopch / direct:.2f}x)", f"{fmt_us(pch)} ({ratio:.2f}x)", *peers, goal])
+        rows.append(["  (compiles that used a PCH, of 5)", "", f"{c[f'heavy_{family}_nopch_pch_uses']:.0f}",
+                     f"{c[f'heavy_{family}_pch_pch_uses']:.0f}", "", "", ""])
+    return rows
+
+
 def cpp_numbers():
     """The C++ compile benchmark's numbers, or None when it is not built (an installed package)."""
     exe = cpp_bench("jitbridge_compile_bench")
     if exe is None:
         return None
-    out = subprocess.run([exe, "15"], capture_output=True, text=True, check=True, timeout=600).stdout
+    out = subprocess.run([exe, "15"], capture_output=True, text=True, check=True, timeout=1800).stdout
     return {k: float(v) for k, v in (line.split() for line in out.splitlines() if line.strip())}
 
 
@@ -122,6 +198,8 @@ def main():
                      "< 1 ms " + ("ok" if hit < 1000 else "MISSED")])
         rows.append(["disk hit, fresh process, C++ (default arch: driver init)",
                      fmt_us(c["disk_hit_fresh_process_default_arch_us"]), "", ""])
+        rows.append(["disk hit, fresh process, C++, cub kernel (610 headers, arch given)",
+                     fmt_us(c["disk_hit_fresh_process_cub_us"]), "", ""])
     with tempfile.TemporaryDirectory() as cache_dir:
         env = child_env(JITBRIDGE_CACHE_DIR=cache_dir)
         subprocess.run([sys.executable, "-c", f"import jitbridge; jitbridge.compile({KERNEL!r}, arch='sm_90'); "
@@ -154,6 +232,13 @@ def main():
                  "< 5 us " + ("ok" if py_mem < 5 else "MISSED")])
     print_table("Compile path (medians; fresh-process rows over 5-15 processes)",
                 ["measurement", "time", "ratio", "goal"], rows)
+    if "heavy_cub_direct_1" in c:
+        print_table("Heavy headers: five distinct kernels compiled one after the other in a fresh process (medians over "
+                    "JITBRIDGE_BENCH_HEAVY_ROUNDS processes; ratios against NVRTC direct on the same kernel)",
+                    ["kernel", "NVRTC direct", "jitbridge, PCH off", "jitbridge, automatic PCH", "CuPy RawKernel",
+                     "cuda.core Program", "goal"], heavy_table(c))
+    else:
+        print("(the heavy-header table is n/a: it needs the C++ bench)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-// compile_bench.cpp — compile-path timings: cold compile vs NVRTC direct, memory hits, fresh-process disk hits.
+// compile_bench.cpp — compile-path timings: cold compile vs NVRTC direct, heavy-header kernels with and without
+// automatic precompiled headers, memory hits, fresh-process disk hits.
 // Prints one "name value" line per measurement (microseconds); bench/bench_compile.py makes the table.
 #include <fmt/format.h>
 #include <spawn.h>
@@ -15,6 +16,7 @@
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
 #include "jitbridge/nvrtc_api.hpp"
+#include "pch.hpp"
 
 extern char** environ;
 using namespace jitbridge;
@@ -27,6 +29,25 @@ std::string source(int variant) {
       "extern \"C\" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {{\n"
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "  if (i < n) {{ c[i] = a[i] + b[i] * {0}.0f; d[i] = a[i] * b[i] - {0}.0f; }}\n}}\n",
+      variant);
+}
+
+// Heavy-header kernels: distinct kernel `variant` of `family` ("cub": cub::BlockReduce through
+// cub/block/block_reduce.cuh, the cub header CCCL 13.3's wheels let NVRTC include; "bf16": cuda_bf16.h).
+std::string heavy_source(const std::string& family, int variant) {
+  if (family == "cub")
+    return fmt::format(
+        "#include <cub/block/block_reduce.cuh>\n"
+        "extern \"C\" __global__ void k(const float* x, float* out) {{\n"
+        "  using R = cub::BlockReduce<float, 128>;\n  __shared__ typename R::TempStorage t;\n"
+        "  float v = R(t).Sum(x[blockIdx.x * 128 + threadIdx.x] * {0}.0f);\n"
+        "  if (threadIdx.x == 0) out[blockIdx.x] = v;\n}}\n",
+        variant);
+  return fmt::format(
+      "#include <cuda_bf16.h>\n"
+      "extern \"C\" __global__ void k(__nv_bfloat16* y, const __nv_bfloat16* x, int n) {{\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) y[i] = __float2bfloat16(__bfloat162float(x[i]) * {0}.0f + 1.0f);\n}}\n",
       variant);
 }
 
@@ -67,47 +88,85 @@ double nvrtc_direct(const std::string& src, const std::string& arch) {
   return us_since(t0);
 }
 
-int child_disk_hit(const char* dir, bool explicit_arch) {
+int child_disk_hit(const char* dir, bool explicit_arch, const std::string& src) {
   Cache cache(CacheConfig{true, dir, 1ull << 30});
   CompileOptions o;
   if (explicit_arch) o.arch = "sm_90";
   auto t0 = Clock::now();
-  auto p = compile(source(0), o, &cache);
+  auto p = compile(src, o, &cache);
   double us = us_since(t0);
   if (p->origin != Origin::disk_cache || p->kernels.empty() || !p->kernels[0].signature) return 2;
   std::printf("%.3f\n", us);
   return 0;
 }
 
-double spawn_disk_hit(const char* self, const std::string& dir, bool explicit_arch) {
+// Runs this program again with `args`; returns what it printed (the child's stdout).
+std::string spawn_self(const char* self, std::vector<std::string> args) {
   int fds[2];
   if (pipe(fds) != 0) std::exit(1);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  std::string mode = explicit_arch ? "--disk-hit" : "--disk-hit-default-arch";
-  std::vector<char*> argv = {const_cast<char*>(self), mode.data(), const_cast<char*>(dir.c_str()), nullptr};
+  std::vector<char*> argv = {const_cast<char*>(self)};
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t pid = 0;
   if (posix_spawn(&pid, self, &fa, nullptr, argv.data(), environ) != 0) std::exit(1);
+  posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
-  char buf[64] = {};
-  ssize_t n = read(fds[0], buf, sizeof buf - 1);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "disk-hit child failed (status %d)\n", status);
+  if (out.empty() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "child %s failed (status %d)\n", args[0].c_str(), status);
     std::exit(1);
   }
-  return std::atof(buf);
+  return out;
+}
+
+double spawn_disk_hit(const char* self, const std::string& dir, bool explicit_arch, const char* which = "plain") {
+  return std::atof(
+      spawn_self(self, {explicit_arch ? "--disk-hit" : "--disk-hit-default-arch", dir, which}).c_str());
+}
+
+// In a fresh process: five distinct kernels of `family`, one after the other as a user would compile
+// them, each timed; `mode` is "direct" (NVRTC called by hand), "pch" (jitbridge, automatic PCHs on)
+// or "nopch" (jitbridge, off). Prints the five times (us) and the count of PCH uses on one line.
+int child_heavy(const std::string& family, const std::string& mode) {
+  const std::string arch = "sm_90";
+  compile(source(-7), CompileOptions{{}, {}, {}, {}, arch}, nullptr);  // NVRTC loaded and warm, as in a session
+  detail::pch_configure(-1, mode == "nopch" ? 0 : 1);
+  Cache memory_only(CacheConfig{false, "", 1});
+  CompileOptions o;
+  o.arch = arch;
+  for (int i = 1; i <= 5; ++i) {
+    const std::string src = heavy_source(family, i);
+    double us = 0;
+    if (mode == "direct") {
+      us = nvrtc_direct(src, arch);
+    } else {
+      auto t0 = Clock::now();
+      auto p = compile(src, o, &memory_only);
+      us = us_since(t0);
+      if (p->origin != Origin::compiled || p->kernels.size() != 1 || !p->kernels[0].signature) return 2;
+    }
+    std::printf("%.1f ", us);
+  }
+  std::printf("%llu\n", static_cast<unsigned long long>(detail::pch_stats().used));
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--disk-hit") return child_disk_hit(argv[2], true);
-  if (argc == 3 && std::string(argv[1]) == "--disk-hit-default-arch") return child_disk_hit(argv[2], false);
+  if (argc == 4 && std::string(argv[1]) == "--disk-hit")
+    return child_disk_hit(argv[2], true, std::string(argv[3]) == "cub" ? heavy_source("cub", 0) : source(0));
+  if (argc == 4 && std::string(argv[1]) == "--disk-hit-default-arch") return child_disk_hit(argv[2], false, source(0));
+  if (argc == 4 && std::string(argv[1]) == "--heavy") return child_heavy(argv[2], argv[3]);
   const int cold_runs = argc > 1 ? std::atoi(argv[1]) : 15;
   const std::string arch = "sm_90";
   CompileOptions o;
@@ -147,12 +206,34 @@ int main(int argc, char** argv) {
     compile(src, o, &disk);
     CompileOptions d;
     compile(src, d, &disk);  // the default-arch entry too
+    compile(heavy_source("cub", 0), o, &disk);
   }
   std::vector<double> disk_hits, disk_hits_default;
   for (int i = 0; i < 15; ++i) disk_hits.push_back(spawn_disk_hit(argv[0], dir_template, true));
   for (int i = 0; i < 5; ++i) disk_hits_default.push_back(spawn_disk_hit(argv[0], dir_template, false));
   std::printf("disk_hit_fresh_process_us %.1f\n", median(disk_hits));
   std::printf("disk_hit_fresh_process_default_arch_us %.1f\n", median(disk_hits_default));
+  std::vector<double> cub_hits;
+  for (int i = 0; i < 7; ++i) cub_hits.push_back(spawn_disk_hit(argv[0], dir_template, true, "cub"));
+  std::printf("disk_hit_fresh_process_cub_us %.1f\n", median(cub_hits));
+
+  // Heavy headers: per family and mode, fresh processes (rounds of them: the median per kernel).
+  const char* rounds_env = std::getenv("JITBRIDGE_BENCH_HEAVY_ROUNDS");
+  const int rounds = rounds_env ? std::atoi(rounds_env) : 3;
+  for (const char* family : {"bf16", "cub"})
+    for (const char* mode : {"direct", "nopch", "pch"}) {
+      std::vector<std::vector<double>> per_kernel(5);
+      std::vector<double> used;
+      for (int r = 0; r < rounds; ++r) {
+        std::string line = spawn_self(argv[0], {"--heavy", family, mode});
+        char* at = line.data();
+        for (int i = 0; i < 5; ++i) per_kernel[static_cast<std::size_t>(i)].push_back(std::strtod(at, &at));
+        used.push_back(std::strtod(at, &at));
+      }
+      for (int i = 0; i < 5; ++i)
+        std::printf("heavy_%s_%s_%d %.1f\n", family, mode, i + 1, median(per_kernel[static_cast<std::size_t>(i)]));
+      std::printf("heavy_%s_%s_pch_uses %.1f\n", family, mode, median(used));
+    }
   Cache(CacheConfig{true, dir_template, 1ull << 30}).clear();
   std::string rm = std::string("rm -rf ") + dir_template;
   return std::system(rm.c_str()) == 0 ? 0 : 1;

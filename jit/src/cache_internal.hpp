@@ -17,12 +17,14 @@
 
 namespace jitbridge::detail {
 
-// A header file a compile read, as it was then.
+// A header file a compile read, as it was then; or (absent) a path that did not exist then and
+// must stay absent: a file there would shadow a header the compile read from a later include dir.
 struct Dependency {
   std::string path;  // absolute
   std::uint64_t size = 0;
   std::int64_t mtime_ns = 0;
-  std::string hash;  // XXH3-128 hex of the contents
+  std::string hash;  // XXH3-128 hex of the contents; empty exactly for an absence (entry format)
+  bool absent() const { return hash.empty(); }
 };
 
 // What one cache key maps to.
@@ -35,11 +37,18 @@ struct CacheRecord {
 
 // Dependencies from the header paths NVRTC's trace listed. In-memory headers (already in the
 // key), toolkit headers (covered by the NVRTC version and toolkit path in the key) and NVRTC's
-// built-in headers are left out. Sets `cwd` when a path was relative.
+// built-in headers are left out. Sets `cwd` when a path was relative. `search_dirs` are the
+// include directories in NVRTC's search order (include_search_dirs()): for a header read from
+// search_dirs[k] as <R>, each earlier non-toolkit dir D gets an absence for D/<R> (or for its
+// first missing ancestor, so 600 cub headers under a dir without "cub/" cost one record).
 std::vector<Dependency> record_dependencies(const std::vector<std::string>& trace_paths,
-                                            const std::vector<Header>& in_memory, std::string& cwd);
+                                            const std::vector<Header>& in_memory,
+                                            const std::vector<std::string>& search_dirs, std::string& cwd);
+// The -I directories of effective options (all absolute, "-I<dir>"), in order.
+std::vector<std::string> include_search_dirs(const std::vector<std::string>& nvrtc_options);
 // True when every dependency still has the recorded contents (stat first; the contents are
-// hashed again when size or mtime differ, or the mtime is too close to the record time to trust).
+// hashed again when size or mtime differ, or the mtime is too close to the record time to trust)
+// and every absence is still absent (ENOENT or ENOTDIR).
 bool dependencies_unchanged(const CacheRecord& record);
 
 // Entry files: magic, payload length, XXH3-128 of the payload, payload (key first).

@@ -13,6 +13,7 @@
 #include "jitbridge/nvrtc_api.hpp"
 #include "link_internal.hpp"
 #include "nvrtc_program.hpp"
+#include "pch.hpp"
 
 namespace jitbridge {
 namespace {
@@ -22,8 +23,8 @@ using detail::NvrtcProgram;
 
 // Bump when the meaning of an entry changes (probe, options, format).
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
-// 6: Program::link_input / linked (separate compilation), pointee size/alignment in the probe, and
-//    Program::templates in the entry.
+// 6: Program::link_input / linked (separate compilation), pointee size/alignment in the probe,
+//    Program::templates, and dependency records with absences (a header that would shadow one read).
 constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
@@ -110,9 +111,11 @@ Pass run_pass(const std::string& source, const CompileOptions& options,
   TraceFile tf;
   std::vector<std::string> opts = nvrtc_options;
   if (trace && !tf.option.empty()) opts.push_back(tf.option);
+  detail::PchStep pch(source, options, nvrtc_options, trace && !tf.option.empty());  // jit/src/pch.cpp
   Pass p;
-  p.ok = prog.compile(opts);
+  p.ok = prog.compile(pch.rewrite(std::move(opts)));
   p.log = prog.log();
+  if (!pch.finish(p.ok, p.log)) return run_pass(source, options, nvrtc_options, expressions, trace);
   if (!p.ok) {
     if (trace && !tf.option.empty()) flush_stale_trace();
     return p;
@@ -121,7 +124,7 @@ Pass run_pass(const std::string& source, const CompileOptions& options,
   p.ptx = prog.ptx();
   p.ltoir = prog.ltoir();
   for (const std::string& e : expressions) p.lowered[e] = prog.lowered_name(e);
-  if (trace) p.headers = tf.headers();
+  if (trace) p.headers = pch.headers(tf.headers());
   return p;
 }
 
@@ -335,13 +338,12 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
   std::optional<std::vector<std::string>> headers_read;
   std::shared_ptr<Program> program = build(source, options, nvrtc_options, arch, headers_read);
   program->request = detail::make_request(source, given);
-  // With a precompiled header in use NVRTC's trace no longer lists the headers, so the result
-  // cannot be checked against header edits later: it is not cached (docs/DESIGN.md, "PCH").
-  const bool pch_used = program->log.find("using precompiled header") != std::string::npos;
-  if (headers_read && !pch_used) {
+  // A user's own -create-pch/-use-pch files hide which headers were read: not cached (docs/DESIGN.md, "Cache").
+  if (headers_read && detail::pch_cacheable(nvrtc_options)) {
     detail::CacheRecord record;
     record.recorded_ns = detail::now_ns();
-    record.deps = detail::record_dependencies(*headers_read, options.headers, record.cwd);
+    record.deps = detail::record_dependencies(*headers_read, options.headers,
+                                              detail::include_search_dirs(nvrtc_options), record.cwd);
     record.program = program;
     c.impl().store(key, std::move(record));
   }

@@ -108,6 +108,9 @@ const NvrtcState& nvrtc_state() {
   if (!s.api.name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
     JITBRIDGE_NVRTC_ENTRIES(JITBRIDGE_NVRTC_LOAD)
 #undef JITBRIDGE_NVRTC_LOAD
+#define JITBRIDGE_NVRTC_LOAD_OPTIONAL(name) s.api.name = reinterpret_cast<decltype(s.api.name)>(::dlsym(handle, #name));
+    JITBRIDGE_NVRTC_OPTIONAL_ENTRIES(JITBRIDGE_NVRTC_LOAD_OPTIONAL)
+#undef JITBRIDGE_NVRTC_LOAD_OPTIONAL
     if (!missing.empty()) {
       s.error = fmt::format("NVRTC at {} ({}) lacks {}", s.pick.path, s.pick.rule, missing);
       s.pick.found = false;

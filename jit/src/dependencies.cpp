@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <set>
 
 #include "cache_internal.hpp"
 #include "jit_internal.hpp"
@@ -19,7 +21,49 @@ bool under(const std::string& path, const std::string& dir) {
   return path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
 }
 
+bool is_toolkit_dir(const std::string& dir) {
+  for (const std::string& t : toolkit_include_dirs())
+    if (dir == t || under(dir, t)) return true;
+  return false;
+}
+
+// True when nothing exists at `path` (a missing component, or one that is not a directory).
+bool is_absent(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
+}
+
+// Records that <dir>/<relative> is absent through its first missing ancestor (dir itself, dir/cub,
+// ...); nothing when the file exists (then it was not the one this search would find first).
+void add_absence(const std::string& dir, std::string_view relative, std::set<std::string>& seen,
+                 std::vector<Dependency>& out) {
+  std::string path = dir;
+  std::size_t at = 0;
+  for (;;) {
+    if (is_absent(path)) {
+      if (seen.insert(path).second) out.push_back({path, 0, 0, ""});
+      return;
+    }
+    if (at >= relative.size()) return;
+    std::size_t slash = relative.find('/', at);
+    if (slash == std::string_view::npos) slash = relative.size();
+    path.append("/").append(relative.substr(at, slash - at));
+    at = slash + 1;
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> include_search_dirs(const std::vector<std::string>& nvrtc_options) {
+  std::vector<std::string> out;
+  for (const std::string& o : nvrtc_options)
+    if (o.size() > 2 && o.compare(0, 2, "-I") == 0) {
+      std::string dir = o.substr(2);
+      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+      out.push_back(std::move(dir));
+    }
+  return out;
+}
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -28,8 +72,12 @@ std::int64_t now_ns() {
 }
 
 std::vector<Dependency> record_dependencies(const std::vector<std::string>& trace_paths,
-                                            const std::vector<Header>& in_memory, std::string& cwd) {
+                                            const std::vector<Header>& in_memory,
+                                            const std::vector<std::string>& search_dirs, std::string& cwd) {
   std::vector<Dependency> out;
+  std::set<std::string> absences;
+  std::vector<bool> searched_toolkit;
+  for (const std::string& dir : search_dirs) searched_toolkit.push_back(is_toolkit_dir(dir));
   char buf[4096];
   const std::string here = ::getcwd(buf, sizeof buf) ? buf : "";
   for (const std::string& seen : trace_paths) {
@@ -42,6 +90,14 @@ std::vector<Dependency> record_dependencies(const std::vector<std::string>& trac
       if (::stat(path.c_str(), &st) != 0) continue;  // NVRTC's built-in headers
       path = here + "/" + path;
       cwd = here;
+    }
+    // A file put into an earlier search dir under the same relative name would be read instead.
+    for (std::size_t k = 0; k < search_dirs.size(); ++k) {
+      if (!under(path, search_dirs[k])) continue;
+      const std::string_view relative = std::string_view(path).substr(search_dirs[k].size() + 1);
+      for (std::size_t j = 0; j < k; ++j)
+        if (!searched_toolkit[j] && search_dirs[j] != search_dirs[k])
+          add_absence(search_dirs[j], relative, absences, out);
     }
     bool toolkit = false;
     for (const std::string& dir : toolkit_include_dirs()) toolkit = toolkit || under(path, dir);
@@ -61,6 +117,10 @@ bool dependencies_unchanged(const CacheRecord& record) {
   }
   std::string contents;
   for (const Dependency& d : record.deps) {
+    if (d.absent()) {
+      if (!is_absent(d.path)) return false;
+      continue;
+    }
     struct stat st;
     if (::stat(d.path.c_str(), &st) != 0) return false;
     bool stat_matches = static_cast<std::uint64_t>(st.st_size) == d.size && mtime_ns(st) == d.mtime_ns;

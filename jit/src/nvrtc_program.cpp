@@ -88,4 +88,15 @@ std::string NvrtcProgram::lowered_name(const std::string& expression) const {
   return lowered;
 }
 
+nvrtcResult NvrtcProgram::pch_create_status() const {
+  if (!api_.nvrtcGetPCHCreateStatus) return NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED;
+  return api_.nvrtcGetPCHCreateStatus(prog_);
+}
+
+std::size_t NvrtcProgram::pch_heap_required() const {
+  std::size_t size = 0;
+  if (!api_.nvrtcGetPCHHeapSizeRequired || api_.nvrtcGetPCHHeapSizeRequired(prog_, &size) != NVRTC_SUCCESS) return 0;
+  return size;
+}
+
 }  // namespace jitbridge::detail

@@ -29,6 +29,10 @@ class NvrtcProgram {
   std::string ltoir() const;  // empty unless compiled with -dlto
   // The lowered name of a name expression, or "" when NVRTC has none for it.
   std::string lowered_name(const std::string& expression) const;
+  // After a compile that asked for -create-pch: nvrtcGetPCHCreateStatus, and the PCH heap size the
+  // program needed (0 when unknown). NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED when the NVRTC lacks the call.
+  nvrtcResult pch_create_status() const;
+  std::size_t pch_heap_required() const;
 
  private:
   const NvrtcApi& api_;

@@ -159,9 +159,82 @@ TEST_CASE("cache: record_dependencies leaves out toolkit and in-memory headers")
   std::vector<std::string> dirs = toolkit_include_dirs();
   REQUIRE_FALSE(dirs.empty());
   auto deps = detail::record_dependencies({dirs[0] + "/cuda_fp16.h", "mem.h", "__nv_nvrtc_builtin_header.h"},
-                                          {{"mem.h", "x"}}, cwd);
+                                          {{"mem.h", "x"}}, {}, cwd);
   CHECK(deps.empty());
   CHECK(cwd.empty());
+}
+
+TEST_CASE("cache: a header added earlier on the include path (shadowing the one read) recompiles") {
+  NoFdLeak fds;
+  std::string dir = make_temp_dir();
+  std::string first = make_temp_dir(), second = make_temp_dir();
+  ::mkdir((second + "/sub").c_str(), 0700);
+  spit(second + "/sub/v.h", "#define VALUE 1.0f\n");
+  CompileOptions o = opts();
+  o.include_paths = {first, second};
+  const std::string src = "#include \"sub/v.h\"\nextern \"C\" __global__ void k(float* x) { x[0] = VALUE; }\n";
+  Cache cache(disk_config(dir));
+  auto a = compile(src, o, &cache);
+  CHECK(a->origin == Origin::compiled);
+  CHECK(compile(src, o, &cache)->origin == Origin::memory_cache);  // nothing changed: still a hit
+  {
+    Cache fresh(disk_config(dir));
+    CHECK(compile(src, o, &fresh)->origin == Origin::disk_cache);
+  }
+  ::mkdir((first + "/sub").c_str(), 0700);
+  spit(first + "/sub/v.h", "#define VALUE 2.0f\n");  // found before second/sub/v.h from now on
+  auto b = compile(src, o, &cache);
+  CHECK(b->origin == Origin::compiled);
+  CHECK(b->cubin != a->cubin);
+  Cache fresh(disk_config(dir));
+  auto c = compile(src, o, &fresh);
+  CHECK(c->origin == Origin::disk_cache);
+  CHECK(c->cubin == b->cubin);
+  // A toolkit header shadowed by a file in a user include dir.
+  const std::string fp16 = "#include <cuda_fp16.h>\nextern \"C\" __global__ void k(__half* x) { x[0] = x[1]; }\n";
+  CompileOptions o2 = opts();
+  o2.include_paths = {second};
+  CHECK(compile(fp16, o2, &cache)->origin == Origin::compiled);
+  CHECK(compile(fp16, o2, &cache)->origin == Origin::memory_cache);
+  spit(second + "/cuda_fp16.h", "struct __half { unsigned short x; };\n");
+  auto shadowed = compile(fp16, o2, &cache);
+  CHECK(shadowed->origin == Origin::compiled);
+  REQUIRE(shadowed->kernels.size() == 1);
+  CHECK(shadowed->kernels[0].signature->to_string() == "(__half*)");
+}
+
+TEST_CASE("cache: absences are recorded through the first missing ancestor, toolkit dirs left out") {
+  std::string cwd;
+  const std::vector<std::string>& tk = toolkit_include_dirs();
+  REQUIRE_FALSE(tk.empty());
+  std::string user = make_temp_dir();
+  ::mkdir((user + "/cuda").c_str(), 0700);
+  std::vector<std::string> dirs = {user + "/none", user};
+  for (const std::string& d : tk) dirs.push_back(d);
+  const std::vector<std::string> read = {tk[0] + "/cub/block/a.cuh", tk[0] + "/cub/b.cuh", tk[0] + "/cuda/std/c",
+                                         tk[0] + "/cuda/std/d"};
+  auto deps = detail::record_dependencies(read, {}, dirs, cwd);
+  std::vector<std::string> absent;
+  for (const auto& d : deps) {
+    CHECK(d.absent());
+    absent.push_back(d.path);
+  }
+  // One record for the missing dir, one for <user>/cub, and per file under the existing <user>/cuda.
+  std::sort(absent.begin(), absent.end());
+  CHECK(absent == std::vector<std::string>{user + "/cub", user + "/cuda/std", user + "/none"});
+  detail::CacheRecord record;
+  record.deps = deps;
+  CHECK(detail::dependencies_unchanged(record));
+  ::mkdir((user + "/cub").c_str(), 0700);
+  CHECK_FALSE(detail::dependencies_unchanged(record));
+  // The format keeps an absence (empty hash) apart from a dependency.
+  record.program = std::make_shared<Program>();
+  ::rmdir((user + "/cub").c_str());
+  auto back = detail::parse_record(detail::serialize_record("k", record), "k");
+  REQUIRE(back);
+  REQUIRE(back->deps.size() == 3);
+  CHECK(back->deps[0].absent());
+  CHECK(detail::dependencies_unchanged(*back));
 }
 
 TEST_CASE("cache: damaged or foreign entries are misses that get replaced") {

@@ -333,6 +333,23 @@ def test_cache_info_memory_hits_and_clear():
     assert jitbridge.cache_clear() == 1
 
 
+def test_a_user_pch_is_cached_in_memory_and_on_disk_and_writes_no_pch_files(run_python, tmp_path):
+    # -pch used to turn caching off; jitbridge now manages the precompiled headers itself (in a private directory)
+    # and records the headers they hold, so the result is cached like any other.
+    code = ("import jitbridge\n"
+            "src = '#include <cuda_fp16.h>\\nextern \"C\" __global__ void k(__half* x) { x[0] = x[1]; }\\n'\n"
+            "a = jitbridge.compile(src, options=['-pch'], arch='sm_90')\n"
+            "b = jitbridge.compile(src, options=['-pch'], arch='sm_90')\n"
+            "print(a.origin, b.origin, 'precompiled' in a.log, str(a.kernels[0].signature))\n")
+    first = run_python(code)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["compiled", "memory", "False", "(__half*)"]
+    second = run_python(code)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["disk", "memory", "False", "(__half*)"]
+    assert list(tmp_path.glob("*.pch")) == []
+
+
 def test_a_fresh_process_reads_the_disk_cache(run_python, cache_dir):
     code = ("import jitbridge\n"
             "p = jitbridge.compile('extern \"C\" __global__ void k(double* x) { x[0] = 2; }', arch='sm_90')\n"

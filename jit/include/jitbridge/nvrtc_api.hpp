@@ -12,10 +12,16 @@ namespace jitbridge {
   X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetLoweredName)  \
   X(nvrtcGetNumSupportedArchs) X(nvrtcGetSupportedArchs) X(nvrtcGetLTOIRSize) X(nvrtcGetLTOIR)
 
+// Entry points looked up optionally: nullptr when the library lacks them (precompiled headers are
+// then not used automatically; jit/src/pch.cpp).
+#define JITBRIDGE_NVRTC_OPTIONAL_ENTRIES(X)                                                  \
+  X(nvrtcGetPCHCreateStatus) X(nvrtcGetPCHHeapSize) X(nvrtcSetPCHHeapSize) X(nvrtcGetPCHHeapSizeRequired)
+
 // One pointer per entry, typed from nvrtc.h: api.nvrtcCompileProgram(prog, n, argv).
 struct NvrtcApi {
 #define JITBRIDGE_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
   JITBRIDGE_NVRTC_ENTRIES(JITBRIDGE_NVRTC_MEMBER)
+  JITBRIDGE_NVRTC_OPTIONAL_ENTRIES(JITBRIDGE_NVRTC_MEMBER)
 #undef JITBRIDGE_NVRTC_MEMBER
   int major = 0, minor = 0;  // the library's version
 };
