@@ -144,6 +144,12 @@ TEST_CASE("-dlto programs are linked with -lto inside compile(); signatures surv
   CHECK(kernel_named(*p, "child").signature->to_string() == "(int*, int)");
   CHECK(p->kernels.size() == 2);
 
+  // Without device launches the device runtime is not linked: it would grow the cubin from ~4 KB to ~200 KB.
+  auto small = build("extern \"C\" __global__ void k(float* p, double s) { *p *= (float)s; }", {"-dlto"});
+  CHECK(small->linked);
+  CHECK(small->cubin.size() < 64 * 1024);
+  CHECK(p->cubin.size() > small->cubin.size());
+
   auto q = build("template <class T> __global__ void fill(T* p, T v) { p[threadIdx.x] = v; }", {"-dlto"});
   CHECK(q->kernels.empty());  // no instantiation: nothing to link in but nothing fails either
   CompileOptions o;
