@@ -242,7 +242,7 @@ def test_arch_disagreeing_with_option_is_a_value_error():
     ({"headers": ["a.h"]}, "headers: expected a dict of str (name) to str (text), got list"),
     ({"headers": {"a.h": 1}}, "headers['a.h']: expected str or bytes, got int"),
     ({"headers": {1: "int x;"}}, "headers: names must be str, got int (1)"),
-    ({"arch": 90}, "arch: expected str or None, got int"),
+    ({"arch": 90}, "arch: expected str, a list of str or None, got int"),
     ({"ptx": "yes"}, "ptx: expected bool, got str"),
     ({"ptx": 1}, "ptx: expected bool, got int"),
     ({"program_name": None}, "program_name: expected str, got NoneType"),
