@@ -36,6 +36,12 @@ void spit(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;
 }
 
+std::string temp_dir() {
+  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
+  REQUIRE(::mkdtemp(templ));
+  return templ;
+}
+
 // Every compile of the test qualifies for a PCH (no minimum time); restored at scope end.
 struct PchOn {
   explicit PchOn(int enabled = 1) {
@@ -133,9 +139,7 @@ TEST_CASE("pch: cub kernels share one PCH (cub/block/block_reduce.cuh)") {
 TEST_CASE("pch: a header edit in the prefix or after it, and a -D change, give fresh compiles") {
   NoFdLeak fds;
   PchOn on;
-  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
-  REQUIRE(::mkdtemp(templ));
-  const std::string inc = templ;
+  const std::string inc = temp_dir();
   spit(inc + "/u.h", "#define U 1.0f\n");
   spit(inc + "/w.h", "#define W 1.0f\n");
   CompileOptions o = opts();
@@ -229,9 +233,7 @@ TEST_CASE("pch: compiles from several threads while PCHs are made and used") {
 TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and leaves no trace file behind") {
   NoFdLeak fds;
   PchOn on;
-  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
-  REQUIRE(::mkdtemp(templ));
-  const std::string inc = templ;
+  const std::string inc = temp_dir();
   spit(inc + "/open.h", "struct S {\n");  // closed by the source after the prefix
   CompileOptions o = opts();
   o.include_paths = {inc};
