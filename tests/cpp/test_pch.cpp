@@ -1,8 +1,10 @@
 // test_pch.cpp — automatic precompiled headers (jit/src/pch.cpp): prefix, use, invalidation, -pch, JITBRIDGE_PCH.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -257,4 +259,30 @@ TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and le
   CHECK(::stat("./.json", &st) != 0);
   ::unlink((inc + "/open.h").c_str());
   ::rmdir(inc.c_str());
+}
+
+TEST_CASE("pch: directories left by processes that are gone are removed, live ones kept") {
+  const std::string tmp = temp_dir();
+  pid_t dead = 0;
+  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  REQUIRE(::posix_spawn(&dead, "/bin/true", nullptr, nullptr, argv, nullptr) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(dead, &status, 0) == dead);
+  const std::string gone = tmp + "/jitbridge-pch-" + std::to_string(dead) + "-abcdef";
+  const std::string live = tmp + "/jitbridge-pch-" + std::to_string(::getpid()) + "-abcdef";
+  const std::string other = tmp + "/jitbridge-pch-x-abcdef";
+  for (const std::string& d : {gone, live, other}) {
+    REQUIRE(::mkdir(d.c_str(), 0700) == 0);
+    spit(d + "/p0.pch", "pch");
+  }
+  detail::pch_remove_orphans(tmp);
+  struct stat st;
+  CHECK(::stat(gone.c_str(), &st) != 0);
+  CHECK(::stat((live + "/p0.pch").c_str(), &st) == 0);
+  CHECK(::stat((other + "/p0.pch").c_str(), &st) == 0);
+  for (const std::string& d : {live, other}) {
+    ::unlink((d + "/p0.pch").c_str());
+    ::rmdir(d.c_str());
+  }
+  ::rmdir(tmp.c_str());
 }
