@@ -1,9 +1,13 @@
 // pch.cpp — the process's precompiled headers: made on one background thread, used by later compiles (docs/DESIGN.md, "Cache").
 #include "pch.hpp"
 
+#include <dirent.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -71,6 +75,7 @@ struct Registry {
   std::mutex mutex;  // guards everything below but `heap`
   std::map<std::string, std::shared_ptr<PchEntry>> entries;
   std::string dir;  // private to this process, made on first need, removed at exit
+  pid_t owner = 0;  // the process that made `dir` (a forked child leaves it alone at its exit)
   bool dir_failed = false;
   std::uint64_t tick = 0, files = 0;
   PchStats stats;
@@ -98,22 +103,26 @@ Registry& registry() {
 void remove_files() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  if (r.dir.empty() || r.owner != ::getpid()) return;
   for (auto& [key, e] : r.entries)
     if (!e->file.empty()) ::unlink(e->file.c_str());
-  if (!r.dir.empty()) ::rmdir(r.dir.c_str());
+  ::rmdir(r.dir.c_str());
 }
 
 // A new file name in the private directory (mutex held); "" when there is no directory.
 std::string new_file_locked(Registry& r) {
   if (r.dir.empty()) {
     if (r.dir_failed) return {};
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/jitbridge-pch-XXXXXX";
+    const char* env = std::getenv("TMPDIR");
+    const std::string tmp = env && *env ? env : "/tmp";
+    pch_remove_orphans(tmp);
+    std::string templ = fmt::format("{}/jitbridge-pch-{}-XXXXXX", tmp, ::getpid());
     if (!::mkdtemp(templ.data())) {
       r.dir_failed = true;
       return {};
     }
     r.dir = templ;
+    r.owner = ::getpid();
     std::atexit(remove_files);
   }
   return fmt::format("{}/p{}.pch", r.dir, r.files++);
@@ -237,6 +246,32 @@ bool make_locked(Registry& r, const std::shared_ptr<PchEntry>& e, const std::str
 }
 
 }  // namespace
+
+void pch_remove_orphans(const std::string& tmp) {
+  DIR* d = ::opendir(tmp.c_str());
+  if (!d) return;
+  const std::string lead = "jitbridge-pch-";
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, lead.size(), lead) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + lead.size(), &end, 10);
+    if (pid <= 0 || !end || *end != '-') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    const std::string dir = tmp + "/" + name;
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    if (DIR* inner = ::opendir(dir.c_str())) {
+      while (dirent* f = ::readdir(inner)) {
+        const std::string file = f->d_name;
+        if (file != "." && file != "..") ::unlink((dir + "/" + file).c_str());
+      }
+      ::closedir(inner);
+    }
+    ::rmdir(dir.c_str());
+  }
+  ::closedir(d);
+}
 
 std::string_view pch_prefix(std::string_view s) {
   std::size_t pos = 0, end = 0;

@@ -19,6 +19,11 @@ namespace jitbridge::detail {
 // has no #include (or a comment or directive in it is left open). Pure.
 std::string_view pch_prefix(std::string_view source);
 
+// Removes the PCH directories ("<tmp>/jitbridge-pch-<pid>-XXXXXX") of this user's processes that
+// are gone without removing them (killed before exit): each PCH is 100+ MB. Run before a process
+// makes its own directory; never touches another user's or a live process's.
+void pch_remove_orphans(const std::string& tmp);
+
 // False for compiles whose result must not be cached: options that make or read a PCH file by hand
 // (-create-pch, -use-pch), whose contents (and so whose headers) jitbridge cannot know.
 bool pch_cacheable(const std::vector<std::string>& nvrtc_options);

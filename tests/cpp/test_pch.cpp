@@ -1,8 +1,10 @@
 // test_pch.cpp — automatic precompiled headers (jit/src/pch.cpp): prefix, use, invalidation, -pch, JITBRIDGE_PCH.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -34,6 +36,12 @@ std::string fp16_kernel(const std::string& prefix, int n) {
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::string temp_dir() {
+  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
+  REQUIRE(::mkdtemp(templ));
+  return templ;
 }
 
 // Every compile of the test qualifies for a PCH (no minimum time); restored at scope end.
@@ -133,9 +141,7 @@ TEST_CASE("pch: cub kernels share one PCH (cub/block/block_reduce.cuh)") {
 TEST_CASE("pch: a header edit in the prefix or after it, and a -D change, give fresh compiles") {
   NoFdLeak fds;
   PchOn on;
-  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
-  REQUIRE(::mkdtemp(templ));
-  const std::string inc = templ;
+  const std::string inc = temp_dir();
   spit(inc + "/u.h", "#define U 1.0f\n");
   spit(inc + "/w.h", "#define W 1.0f\n");
   CompileOptions o = opts();
@@ -229,9 +235,7 @@ TEST_CASE("pch: compiles from several threads while PCHs are made and used") {
 TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and leaves no trace file behind") {
   NoFdLeak fds;
   PchOn on;
-  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
-  REQUIRE(::mkdtemp(templ));
-  const std::string inc = templ;
+  const std::string inc = temp_dir();
   spit(inc + "/open.h", "struct S {\n");  // closed by the source after the prefix
   CompileOptions o = opts();
   o.include_paths = {inc};
@@ -255,4 +259,30 @@ TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and le
   CHECK(::stat("./.json", &st) != 0);
   ::unlink((inc + "/open.h").c_str());
   ::rmdir(inc.c_str());
+}
+
+TEST_CASE("pch: directories left by processes that are gone are removed, live ones kept") {
+  const std::string tmp = temp_dir();
+  pid_t dead = 0;
+  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  REQUIRE(::posix_spawn(&dead, "/bin/true", nullptr, nullptr, argv, nullptr) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(dead, &status, 0) == dead);
+  const std::string gone = tmp + "/jitbridge-pch-" + std::to_string(dead) + "-abcdef";
+  const std::string live = tmp + "/jitbridge-pch-" + std::to_string(::getpid()) + "-abcdef";
+  const std::string other = tmp + "/jitbridge-pch-x-abcdef";
+  for (const std::string& d : {gone, live, other}) {
+    REQUIRE(::mkdir(d.c_str(), 0700) == 0);
+    spit(d + "/p0.pch", "pch");
+  }
+  detail::pch_remove_orphans(tmp);
+  struct stat st;
+  CHECK(::stat(gone.c_str(), &st) != 0);
+  CHECK(::stat((live + "/p0.pch").c_str(), &st) == 0);
+  CHECK(::stat((other + "/p0.pch").c_str(), &st) == 0);
+  for (const std::string& d : {live, other}) {
+    ::unlink((d + "/p0.pch").c_str());
+    ::rmdir(d.c_str());
+  }
+  ::rmdir(tmp.c_str());
 }
