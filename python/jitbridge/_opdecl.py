@@ -16,6 +16,12 @@ class OpDeclarationError(ValueError):
     the kernel and the parameter."""
 
 
+
+def _shown(value, limit=200):
+    """repr(value) for an error message, cut at `limit` characters (a declaration may hold anything, a whole source)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
 def dtype_name(dtype):
     """The name ('float32') of a dtype given by name or as a torch dtype (read by name: torch is not imported).
     Raises OpDeclarationError for anything else."""
@@ -23,7 +29,8 @@ def dtype_name(dtype):
     if name.startswith("torch."):
         name = name[len("torch."):]
     if name not in DTYPE_NAMES:
-        raise OpDeclarationError(f"{dtype!r} is not a dtype jitbridge.torch knows; use one of {', '.join(DTYPE_NAMES)}")
+        raise OpDeclarationError(f"{_shown(dtype)} is not a dtype jitbridge.torch knows; "
+                                 f"use one of {', '.join(DTYPE_NAMES)}")
     return name
 
 
@@ -38,7 +45,7 @@ class _Query:
 
     def __init__(self, name, dim=None):
         if not isinstance(name, str):
-            raise OpDeclarationError(f"numel()/size() take a tensor name, got {name!r}")
+            raise OpDeclarationError(f"numel()/size() take a tensor name, got {_shown(name)}")
         self.name, self.dim = name, dim
 
     @property
@@ -56,7 +63,7 @@ class _Query:
         return lambda env: env[name].shape[dim]
 
     def __repr__(self):
-        return f"numel({self.name!r})" if self.dim is None else f"size({self.name!r}, {self.dim})"
+        return f"numel({_shown(self.name)})" if self.dim is None else f"size({_shown(self.name)}, {self.dim})"
 
 
 def numel(name):
@@ -67,7 +74,7 @@ def numel(name):
 def size(name, dim):
     """A launch argument (or grid rule) giving ``tensor.shape[dim]`` of the tensor called ``name``."""
     if not isinstance(dim, int):
-        raise OpDeclarationError(f"size({name!r}, {dim!r}): dim must be an int")
+        raise OpDeclarationError(f"size({_shown(name)}, {_shown(dim)}): dim must be an int")
     return _Query(name, dim)
 
 
@@ -76,7 +83,8 @@ def _check_dims(what, value):
         return
     dims = value if isinstance(value, (tuple, list)) else (value,)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
-        raise OpDeclarationError(f"Launch: {what}= takes an int, a tuple of 1 to 3 ints, or a callable, got {value!r}")
+        raise OpDeclarationError(f"Launch: {what}= takes an int, a tuple of 1 to 3 ints, or a callable, "
+                                 f"got {_shown(value)}")
 
 
 class Launch:
@@ -101,16 +109,18 @@ class Launch:
             self.kernels = {None: kernel}
         for k in self.kernels.values():
             if not callable(k):
-                raise OpDeclarationError(f"Launch: {k!r} is not a kernel (a RawKernel or RawModule.get_function())")
+                raise OpDeclarationError(f"Launch: {_shown(k)} is not a kernel "
+                                         f"(a RawKernel or RawModule.get_function())")
         if isinstance(args, (str, bytes)):  # tuple() would take it one character at a time
             raise TypeError(f"Launch: args= takes a tuple with one entry per kernel parameter, got the str "
-                            f"{args[:80]!r}; write args=({args[:80]!r},)")
+                            f"{_shown(args[:80])}; write args=({_shown(args[:80])},)")
         if not isinstance(args, (tuple, list)):
-            raise OpDeclarationError(f"Launch: args= takes a tuple with one entry per kernel parameter, got {args!r}")
+            raise OpDeclarationError(f"Launch: args= takes a tuple with one entry per kernel parameter, "
+                                     f"got {_shown(args)}")
         _check_dims("grid", grid)
         _check_dims("block", block)
         if not callable(shared_mem) and (not isinstance(shared_mem, int) or shared_mem < 0):
-            raise OpDeclarationError(f"Launch: shared_mem= takes an int >= 0 or a callable, got {shared_mem!r}")
+            raise OpDeclarationError(f"Launch: shared_mem= takes an int >= 0 or a callable, got {_shown(shared_mem)}")
         self.args, self.grid, self.block, self.shared_mem = tuple(args), grid, block, shared_mem
 
     @property
@@ -137,10 +147,10 @@ class Output:
             raise OpDeclarationError("Output: give exactly one of like= (a tensor name) and shape= (a callable or a "
                                      "tuple of ints)")
         if like is not None and not isinstance(like, str):
-            raise OpDeclarationError(f"Output: like= takes a tensor name, got {like!r}")
+            raise OpDeclarationError(f"Output: like= takes a tensor name, got {_shown(like)}")
         if shape is not None and not callable(shape):
             if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) and d >= 0 for d in shape):
-                raise OpDeclarationError(f"Output: shape= takes a callable or a tuple of ints, got {shape!r}")
+                raise OpDeclarationError(f"Output: shape= takes a callable or a tuple of ints, got {_shown(shape)}")
             shape = tuple(shape)
         if dtype is not None:
             if _is_dtype(dtype):
@@ -148,12 +158,12 @@ class Output:
             elif isinstance(dtype, str):
                 dtype = ("tensor", dtype)
             else:
-                raise OpDeclarationError(f"Output: dtype= takes a dtype or a tensor name, got {dtype!r}")
+                raise OpDeclarationError(f"Output: dtype= takes a dtype or a tensor name, got {_shown(dtype)}")
         self.like, self.shape, self.dtype = like, shape, dtype
 
     def __repr__(self):
-        dtype = "" if self.dtype is None else f", dtype={self.dtype[1]!r}"
-        return f"Output(like={self.like!r}{dtype})" if self.like else f"Output(shape={self.shape!r}{dtype})"
+        dtype = "" if self.dtype is None else f", dtype={_shown(self.dtype[1])}"
+        return f"Output(like={_shown(self.like)}{dtype})" if self.like else f"Output(shape={_shown(self.shape)}{dtype})"
 
 
 def _callable_names(fn):

@@ -4,7 +4,7 @@ names resolved, pointer parameters matched to tensors (const-ness, pointee dtype
 import numbers
 import operator
 
-from ._opdecl import Launch, OpDeclarationError, Output, _callable_names, _kernel_name, _kernels_label
+from ._opdecl import Launch, OpDeclarationError, Output, _callable_names, _kernel_name, _kernels_label, _shown
 
 FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
 # Pointee types as jitbridge's signatures spell them (after typedefs) -> the dtype they hold. 'void' and anything
@@ -84,11 +84,11 @@ class Phase:
         self._unavailable = unavailable
         self._known = set(self.arg_names) | {n for n, _ in outputs} | set(scratch)
         self._tensors = set(self.tensor_args) | {n for n, _ in outputs} | set(scratch)
-        self.outputs = [self._rule(name, rule, f"{self._out_what} {name!r}") for name, rule in outputs]
+        self.outputs = [self._rule(name, rule, f"{self._out_what} {_shown(name)}") for name, rule in outputs]
         self.launches, used = [], set()
         for i, launch in enumerate(launches, 1):
             self.launches.append(self._plan(i, launch, used))
-        self.scratch = [self._rule(n, r, f"scratch {n!r}") for n, r in scratch.items() if n in used]
+        self.scratch = [self._rule(n, r, f"scratch {_shown(n)}") for n, r in scratch.items() if n in used]
         # env -> check(...) with the names it asks for; None without a check.
         self.check_getter = self._getter(check, "check", set(self.arg_names)) if check is not None else None
         key_sets = {tuple(sorted(l.kernels)) for l in launches if l.keyed}
@@ -119,9 +119,9 @@ class Phase:
             return
         reason = self._unavailable.get(name)
         if reason is None and name in self._known:
-            reason = f"{name!r} cannot be used here; this sees only {', '.join(sorted(allowed))}"
+            reason = f"{_shown(name)} cannot be used here; this sees only {', '.join(sorted(allowed))}"
         elif reason is None:
-            reason = f"unknown name {name!r}; the {self.title} knows {', '.join(sorted(allowed))}"
+            reason = f"unknown name {_shown(name)}; the {self.title} knows {', '.join(sorted(allowed))}"
         raise self._error(f"{where}: {reason}")
 
     def _getter(self, fn, where, allowed):
@@ -135,7 +135,7 @@ class Phase:
                 positional = positional and by_position
             else:
                 if required:
-                    self._resolve(name, f"{where} ({fn!r}) asks for {name!r}", allowed)
+                    self._resolve(name, f"{where} ({_shown(fn)}) asks for {_shown(name)}", allowed)
                 positional = False  # a skipped parameter: later ones must go by keyword
         if hasattr(fn, "_env_getter"):
             return fn._env_getter()
@@ -153,11 +153,11 @@ class Phase:
 
     def _rule(self, name, rule, where):
         if not isinstance(rule, Output):
-            raise self._error(f"{where}: expected an Output rule, got {rule!r}")
+            raise self._error(f"{where}: expected an Output rule, got {_shown(rule)}")
         args = set(self.arg_names)
         shape = None        # like= rules copy the shape of their tensor
         if rule.like is not None:
-            self._resolve(rule.like, f"{where}: like={rule.like!r}", set(self.tensor_args))
+            self._resolve(rule.like, f"{where}: like={_shown(rule.like)}", set(self.tensor_args))
         elif callable(rule.shape):
             shape = self._getter(rule.shape, f"{where}: shape=", args)
         else:
@@ -166,7 +166,7 @@ class Phase:
         if rule.dtype is None:
             dtype = ("arg", rule.like or self.dispatch)
         elif rule.dtype[0] == "tensor":
-            self._resolve(rule.dtype[1], f"{where}: dtype={rule.dtype[1]!r}", set(self.tensor_args))
+            self._resolve(rule.dtype[1], f"{where}: dtype={_shown(rule.dtype[1])}", set(self.tensor_args))
             dtype = ("arg", rule.dtype[1])
         else:
             dtype = rule.dtype
@@ -174,7 +174,7 @@ class Phase:
 
     def _plan(self, index, launch, used):
         if not isinstance(launch, Launch):
-            raise self._error(f"launch {index}: expected a Launch, got {launch!r}")
+            raise self._error(f"launch {index}: expected a Launch, got {_shown(launch)}")
         label = f"{self.title} launch {index} ({_kernels_label(launch)})"
         getters = []
         for j, arg in enumerate(launch.args):
@@ -189,7 +189,7 @@ class Phase:
                 getters.append(self._getter(arg, where, self._known))
                 self._note_used(arg, used)
             else:
-                raise self._error(f"{where} is {arg!r}: use a tensor or scalar name, a number, or a callable")
+                raise self._error(f"{where} is {_shown(arg)}: use a tensor or scalar name, a number, or a callable")
         configs = []
         for what in ("grid", "block", "shared_mem"):
             value = getattr(launch, what)
@@ -209,8 +209,8 @@ class Phase:
 
     def _arg_description(self, arg):
         if isinstance(arg, str):
-            return f"the {'tensor' if arg in self._tensors else 'scalar input'} {arg!r}"
-        return f"the constant {arg!r}" if not callable(arg) else f"the callable {arg!r} (it gives a scalar)"
+            return f"the {'tensor' if arg in self._tensors else 'scalar input'} {_shown(arg)}"
+        return f"the constant {_shown(arg)}" if not callable(arg) else f"the callable {_shown(arg)} (it gives a scalar)"
 
     def _check_signature(self, launch, key, kernel, label):
         sig = getattr(kernel, "signature", None)
@@ -220,7 +220,7 @@ class Phase:
         params = list(sig.params)
         if len(params) != len(launch.args):
             raise self._error(f"{where}: the kernel takes {len(params)} parameters {sig}, but args= has "
-                              f"{len(launch.args)} entries {launch.args!r}")
+                              f"{len(launch.args)} entries {_shown(launch.args)}")
         for j, (arg, p) in enumerate(zip(launch.args, params)):
             takes_tensor = _tensor_param(p)[0]
             is_tensor = isinstance(arg, str) and arg in self._tensors
@@ -251,7 +251,7 @@ class Phase:
                 continue
             for name, j, p in uses:
                 const = _tensor_param(p)[2]
-                where = f"{self.title} launch {i} ({_kernel_name(kernel)}): args[{j}] {name!r}"
+                where = f"{self.title} launch {i} ({_kernel_name(kernel)}): args[{j}] {_shown(name)}"
                 if name in self.arg_names and not const:
                     raise self._error(f"{where} goes into parameter {j} ({p.spelling}), which is not const; an op "
                                       f"must not write its inputs: declare the parameter const")

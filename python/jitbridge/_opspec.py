@@ -2,7 +2,7 @@
 forward and backward phases) before torch is imported. The pieces it is declared from are in _opdecl.py, the checks
 of one phase against its kernels in _opphase.py."""
 
-from ._opdecl import DTYPE_NAMES, SCALAR_KINDS, Launch, OpDeclarationError, Output, numel, size
+from ._opdecl import DTYPE_NAMES, SCALAR_KINDS, Launch, OpDeclarationError, Output, numel, size, _shown
 from ._opphase import _ALL, Phase, _names_asked
 
 __all__ = ["OpDeclarationError", "Launch", "Output", "numel", "size", "OpSpec", "DTYPE_NAMES"]
@@ -26,9 +26,9 @@ def _referenced(launches, rules):
 
 def _identifier(name, what, op):
     if not isinstance(name, str) or not name.isidentifier():
-        raise OpDeclarationError(f"{op}: {what} {name!r} is not a valid name")
+        raise OpDeclarationError(f"{op}: {what} {_shown(name)} is not a valid name")
     if name.startswith("grad_"):
-        raise OpDeclarationError(f"{op}: {what} {name!r}: names starting with grad_ are reserved for gradients")
+        raise OpDeclarationError(f"{op}: {what} {_shown(name)}: names starting with grad_ are reserved for gradients")
     return name
 
 
@@ -40,7 +40,8 @@ class OpSpec:
                  check=None, contiguous=True, qualified=True):
         if qualified and (not isinstance(name, str) or name.count("::") != 1
                           or not all(part.isidentifier() for part in name.split("::"))):
-            raise OpDeclarationError(f"op name {name!r}: expected 'namespace::name', e.g. 'mylib::fused_bias_gelu'")
+            raise OpDeclarationError(f"op name {_shown(name)}: expected 'namespace::name', "
+                                     f"e.g. 'mylib::fused_bias_gelu'")
         self.name, self.contiguous = name, bool(contiguous)
         for what, value in (("inputs", inputs), ("save", save)):
             if isinstance(value, (str, bytes)):  # tuple() would take it one character at a time
@@ -57,7 +58,7 @@ class OpSpec:
             _identifier(n, "scratch tensor", name)
         self._check_unique([n for n, _ in self.inputs] + [n for n, _ in self.outputs] + list(scratch))
         if check is not None and not callable(check):
-            raise OpDeclarationError(f"{name}: check= takes a callable, got {check!r}")
+            raise OpDeclarationError(f"{name}: check= takes a callable, got {_shown(check)}")
         forward = _launches(forward, name, "forward")
         if not forward:
             raise OpDeclarationError(f"{name}: forward= needs at least one Launch")
@@ -75,10 +76,10 @@ class OpSpec:
             if n not in self.tensor_inputs and n not in output_names:
                 kind = "a scalar input (scalars reach the backward by themselves)" if n in dict(self.scalar_inputs) \
                     else "not a tensor input or an output"
-                raise OpDeclarationError(f"{name}: save= names {n!r}, which is {kind}")
+                raise OpDeclarationError(f"{name}: save= names {_shown(n)}, which is {kind}")
         for g in grads or ():
             if g not in self.tensor_inputs:
-                raise OpDeclarationError(f"{name}: grads= has an entry for {g!r}, which is not a tensor input")
+                raise OpDeclarationError(f"{name}: grads= has an entry for {_shown(g)}, which is not a tensor input")
         self.grads = grads or {}
         grad_unavailable = {f"grad_{n}": "gradients exist only in backward launches"
                             for n in output_names + list(self.tensor_inputs)}
@@ -92,11 +93,12 @@ class OpSpec:
         parsed = []
         for entry in inputs:
             if not isinstance(entry, str):
-                raise OpDeclarationError(f"{self.name}: input {entry!r} is not a str")
+                raise OpDeclarationError(f"{self.name}: input {_shown(entry)} is not a str")
             n, _, kind = entry.partition(":")
             kind = kind.strip() or "Tensor"
             if kind not in ("Tensor",) + SCALAR_KINDS:
-                raise OpDeclarationError(f"{self.name}: input {entry!r}: the kind must be Tensor, float, int or bool")
+                raise OpDeclarationError(f"{self.name}: input {_shown(entry)}: "
+                                         f"the kind must be Tensor, float, int or bool")
             parsed.append((_identifier(n.strip(), "input", self.name), kind))
         return parsed
 
@@ -104,7 +106,8 @@ class OpSpec:
         seen = set()
         for n in names:
             if n in seen:
-                raise OpDeclarationError(f"{self.name}: the name {n!r} is declared twice (inputs, outputs, scratch)")
+                raise OpDeclarationError(f"{self.name}: the name {_shown(n)} is declared twice "
+                                         f"(inputs, outputs, scratch)")
             seen.add(n)
 
     def _backward_phase(self, launches, scratch):
@@ -143,5 +146,5 @@ def _launches(value, op, title):
     launches = [value] if isinstance(value, Launch) else list(value)
     for launch in launches:
         if not isinstance(launch, Launch):
-            raise OpDeclarationError(f"{op}: {title}= takes a Launch or a sequence of Launches, got {launch!r}")
+            raise OpDeclarationError(f"{op}: {title}= takes a Launch or a sequence of Launches, got {_shown(launch)}")
     return launches

@@ -142,6 +142,17 @@ def _wrong_calls():
         "magic line": lambda: cuda_kernel_magic(BIG, BIG, {}),
         "magic cell": lambda: cuda_kernel_magic("k --arch sm_90", BIG + "int broken = ;\n", {}),
     }
+    from jitbridge.torch import Launch, Output, custom_op, function
+
+    calls.update({
+        "custom_op 1 MB name": lambda: custom_op(BIG, inputs=("x",), outputs={"y": Output(like="x")}, forward=[]),
+        "custom_op 1 MB input": lambda: custom_op("t::c", inputs=(BIG,), outputs={"y": Output(like="x")}, forward=[]),
+        "custom_op 1 MB check": lambda: custom_op("t::d", inputs=("x",), outputs={"y": Output(like="x")},
+                                                  forward=[], check=BIG),
+        "function 1 MB forward": lambda: function(inputs=("x",), outputs={"y": Output(like="x")}, forward=BIG),
+        "Launch 1 MB kernel": lambda: Launch(BIG, args=(), grid=1, block=1),
+        "Launch 1 MB grid": lambda: Launch(kernel, args=(), grid=BIG, block=1),
+    })
     for name in ("cache_info", "cache_clear", "nvrtc_version", "default_arch", "toolkit_include_dirs", "driver_info",
                  "synchronize", "as_array", "from_ptr", "empty", "zeros", "empty_like"):
         calls[name] = (lambda f: lambda: f(*many, bogus=BIG))(getattr(jitbridge, name))

@@ -43,7 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::vector<detail::KernelCandidate> kernels;
       robust("scan_kernels", [&] { kernels = detail::scan_kernels(source); });
       robust("parse_diagnostics", [&] {
-        const CompileError::Details d = detail::parse_diagnostics(log, source, "kernel.cu", kernels);
+        // Name expressions: two fixed ones (the seed name-map-log names the second) and a fuzzed one.
+        const std::vector<std::string> expressions = {"scale<float>", "scale<flaot>",
+                                                      std::string(source.substr(0, source.size() % 17))};
+        const CompileError::Details d = detail::parse_diagnostics(log, source, "kernel.cu", kernels, expressions);
         (void)detail::format_compile_error(d);
       });
       break;
