@@ -50,7 +50,7 @@ const char* const kCallee = R"(
 __device__ float scale_of(float x, int k) { return x * (float)k + 1.0f; }
 )";
 
-const Kernel& kernel_named(const Program& p, const std::string& name) {
+const Kernel& kernel_named(const Program& p, const char* name) {
   const Kernel* k = p.find_kernel(name);
   REQUIRE(k != nullptr);
   return *k;
