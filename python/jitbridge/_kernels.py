@@ -104,15 +104,16 @@ class RawModule:
         self._check_args = bool(check_args)
 
     @classmethod
-    def _from_core(cls, module_core):
+    def _from_core(cls, module_core, check_args=True):
         self = cls.__new__(cls)
         self._module = module_core
         self._functions = {}
+        self._check_args = bool(check_args)
         return self
 
     def __reduce__(self):
         # Its compile request (or a file's image bytes), not the binary: see jitbridge/_pickle.py.
-        return _pickle.rebuild_raw_module, (self._module, type(self))
+        return _pickle.rebuild_raw_module, (self._module, type(self), self._check_args)
 
     @property
     def program(self):
@@ -121,10 +122,7 @@ class RawModule:
     @classmethod
     def from_program(cls, program):
         """A module of an already compiled or linked Program (``jitbridge.link(...)``'s result, say)."""
-        self = cls.__new__(cls)
-        self._module = _core._Module(program)
-        self._functions = {}
-        return self
+        return cls._from_core(_core._Module(program))
 
     def kernel_names(self):
         """The names get_function() takes."""

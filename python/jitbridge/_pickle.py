@@ -79,12 +79,14 @@ def rebuild_kernel(module_core, name, settings, cls):
     return kernel
 
 
-def rebuild_raw_module(module_core, cls):
+def rebuild_raw_module(module_core, cls, check_args=True):
     from ._kernels import RawModule
 
     if not (isinstance(cls, type) and issubclass(cls, RawModule)):
         raise pickle.UnpicklingError(f"expected a RawModule class, got {cls!r}")
-    return cls._from_core(module_core)
+    if not isinstance(check_args, bool):
+        raise pickle.UnpicklingError(f"check_args: expected a bool in the pickled state, got {check_args!r}")
+    return cls._from_core(module_core, check_args)
 
 
 def _reduce_program(program):

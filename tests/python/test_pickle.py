@@ -87,9 +87,26 @@ def test_raw_kernel_module_and_get_function_round_trip():
 
 def test_kernel_settings_survive():
     k = jitbridge.RawKernel(SOURCE, "axpy")
-    k.check_args = False  # the setting engineer B's opt-out adds; kept by name (jitbridge/_pickle.py KERNEL_SETTINGS)
+    k.check_args = False  # per-kernel settings are kept by name (jitbridge/_pickle.py KERNEL_SETTINGS)
     assert pickle.loads(pickle.dumps(k)).check_args is False
     assert _pickle.kernel_settings(k) == {"check_args": False}
+
+
+@pytest.mark.parametrize("check_args", [True, False])
+def test_module_check_args_survives_and_reaches_its_kernels(check_args):
+    m = jitbridge.RawModule(SOURCE, check_args=check_args)
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2.get_function("axpy").check_args is check_args
+    assert m.get_function("axpy").check_args is check_args
+
+
+def test_module_from_program_hands_out_checked_kernels_and_pickles():
+    """RawModule.from_program (used for jitbridge.link's results) builds a complete module: its kernels check
+    their arguments by default, and it pickles like any other module."""
+    m = jitbridge.RawModule.from_program(jitbridge.compile(SOURCE))
+    assert m.get_function("axpy").check_args is True
+    m2 = pickle.loads(pickle.dumps(m))
+    assert str(m2.get_function("axpy").signature) == "(float, float const*, float*, int)"
 
 
 def test_file_module_pickles_its_image_not_its_path(tmp_path):
