@@ -44,6 +44,13 @@ struct CacheRecord {
 std::vector<Dependency> record_dependencies(const std::vector<std::string>& trace_paths,
                                             const std::vector<Header>& in_memory,
                                             const std::vector<std::string>& search_dirs, std::string& cwd);
+// True when a compile of `source` with `in_memory` headers and effective `nvrtc_options` can read
+// no file record_dependencies would record: every -I directory is a toolkit one, no option
+// includes a file, and the source and every in-memory header include only "#include <name>"
+// (relative, no ".."). Then NVRTC's header trace is not needed to cache the result. Pure but for
+// the toolkit search.
+bool reads_only_toolkit_headers(std::string_view source, const std::vector<Header>& in_memory,
+                                const std::vector<std::string>& nvrtc_options);
 // The -I directories of effective options (all absolute, "-I<dir>"), in order.
 std::vector<std::string> include_search_dirs(const std::vector<std::string>& nvrtc_options);
 // True when every dependency still has the recorded contents (stat first; the contents are

@@ -192,7 +192,11 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   bool may_include = source.find("include") != std::string::npos;
   for (const std::string& o : nvrtc_options)
     may_include = may_include || (o.find("include") != std::string::npos && o.rfind("-I", 0) != 0);
-  Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, may_include);
+  // Nor when every header the compile can read is the toolkit's (or in memory) and no PCH can be
+  // made or used: the trace's list would add no dependency, and tracing costs 5% of a cub compile.
+  const bool trace = may_include && (detail::pch_may_apply(nvrtc_options) ||
+                                     !detail::reads_only_toolkit_headers(source, options.headers, nvrtc_options));
+  Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, trace);
   if (!pass.ok) {
     CompileError::Details d =
         detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
@@ -200,7 +204,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       // Perhaps a probe we added (a kernel the scan misread): compile without any.
       probe_of.clear();
       expressions = options.name_expressions;
-      pass = run_pass(source, options, nvrtc_options, expressions, may_include);
+      pass = run_pass(source, options, nvrtc_options, expressions, trace);
       if (!pass.ok)
         d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
     }
@@ -209,7 +213,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       throw CompileError(std::move(d));
     }
   }
-  headers_read = may_include ? pass.headers : std::vector<std::string>{};
+  headers_read = trace ? pass.headers : std::vector<std::string>{};
 
   auto program = std::make_shared<Program>();
   program->arch = arch;

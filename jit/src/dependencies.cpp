@@ -27,6 +27,32 @@ bool is_toolkit_dir(const std::string& dir) {
   return false;
 }
 
+bool blank(char c) { return c == ' ' || c == '\t'; }
+
+// True when `text` names other files only through "#include <name>" lines whose name is relative
+// and has no "..": every other "include" (a quoted or computed #include, #include_next,
+// __has_include, the word in a comment) answers false. NVRTC looks for <name> in the -I
+// directories and its in-memory headers only, never the working directory.
+bool only_angle_includes(std::string_view text) {
+  for (std::size_t at = text.find("include"); at != std::string_view::npos; at = text.find("include", at + 7)) {
+    std::size_t b = at;
+    while (b > 0 && blank(text[b - 1])) --b;
+    if (b == 0 || text[b - 1] != '#') return false;
+    for (--b; b > 0 && blank(text[b - 1]);) --b;
+    if (b != 0 && text[b - 1] != '\n') return false;
+    std::size_t f = at + 7;
+    while (f < text.size() && blank(text[f])) ++f;
+    if (f >= text.size() || text[f] != '<') return false;
+    const std::size_t close = text.find_first_of(">\n", f);
+    if (close == std::string_view::npos || text[close] != '>') return false;
+    const std::string_view name = text.substr(f + 1, close - f - 1);
+    if (name.empty() || name[0] == '/' || name.find("..") != std::string_view::npos ||
+        name.find('\\') != std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
 // True when nothing exists at `path` (a missing component, or one that is not a directory).
 bool is_absent(const std::string& path) {
   struct stat st;
@@ -108,6 +134,21 @@ std::vector<Dependency> record_dependencies(const std::vector<std::string>& trac
     out.push_back({path, static_cast<std::uint64_t>(st.st_size), mtime_ns(st), hash_hex(contents)});
   }
   return out;
+}
+
+bool reads_only_toolkit_headers(std::string_view source, const std::vector<Header>& in_memory,
+                                const std::vector<std::string>& nvrtc_options) {
+  for (const std::string& o : nvrtc_options) {
+    if (o.rfind("-I", 0) == 0) {
+      if (!is_toolkit_dir(o.substr(2))) return false;
+    } else if (o.find("include") != std::string::npos) {
+      return false;  // --pre-include and the like
+    }
+  }
+  if (!only_angle_includes(source)) return false;
+  for (const Header& h : in_memory)
+    if (!only_angle_includes(h.text)) return false;
+  return true;
 }
 
 bool dependencies_unchanged(const CacheRecord& record) {
