@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cache_internal.hpp"
+#include "pch.hpp"
 #include "fd_count.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
@@ -415,4 +416,65 @@ TEST_CASE("cache: processes racing on one key never see a torn entry") {
   REQUIRE(files.size() == 1);
   Cache reader(disk_config(dir));
   CHECK(compile(kernel_source(400), opts(), &reader)->origin == Origin::disk_cache);
+}
+
+TEST_CASE("cache: reads_only_toolkit_headers accepts only #include <name> lines and toolkit dirs") {
+  CompileOptions o = opts();
+  std::string arch;
+  const std::vector<std::string> plain = detail::effective_options(o, arch);
+  auto only = [&](const std::string& src, const std::vector<Header>& mem = {}) {
+    return detail::reads_only_toolkit_headers(src, mem, plain);
+  };
+  CHECK(only("__global__ void k() {}\n"));
+  CHECK(only("#include <cuda_fp16.h>\n  #  include\t<cub/block/block_reduce.cuh>\r\n__global__ void k() {}\n"));
+  CHECK_FALSE(only("#include \"cuda_fp16.h\"\n"));           // quoted: the working directory first
+  CHECK_FALSE(only("#define H <cuda_fp16.h>\n#include H\n"));  // computed
+  CHECK_FALSE(only("#include_next <cuda_fp16.h>\n"));
+  CHECK_FALSE(only("#if __has_include(<x.h>)\n#endif\n"));
+  CHECK_FALSE(only("// include the right thing\n"));
+  CHECK_FALSE(only("#include </tmp/x.h>\n"));
+  CHECK_FALSE(only("#include <../x.h>\n"));
+  CHECK_FALSE(only("#include <x.h\n"));
+  CHECK_FALSE(only("int a; #include <x.h>\n"));
+  CHECK(only("#include <mem.h>\n", {{"mem.h", "#include <cuda_fp16.h>\n"}}));
+  CHECK_FALSE(only("#include <mem.h>\n", {{"mem.h", "#include \"user.h\"\n"}}));
+  std::string dir = make_temp_dir();
+  o.include_paths = {dir};
+  arch.clear();
+  CHECK_FALSE(detail::reads_only_toolkit_headers("#include <cuda_fp16.h>\n", {}, detail::effective_options(o, arch)));
+  CHECK_FALSE(detail::reads_only_toolkit_headers("", {}, {"--pre-include=x.h", "-arch=sm_90"}));
+  ::rmdir(dir.c_str());
+}
+
+TEST_CASE("cache: with automatic PCHs off, untraced toolkit-only compiles are cached and user headers still tracked") {
+  NoFdLeak fds;
+  struct PchOff {
+    PchOff() { detail::pch_configure(-1, 0); }
+    ~PchOff() { detail::pch_configure(-1, -1); }
+  } off;
+  std::string dir = make_temp_dir();
+  Cache cache(disk_config(dir));
+  const std::string fp16 = "#include <cuda_fp16.h>\nextern \"C\" __global__ void k(__half* x) { x[0] = x[1]; }\n";
+  CHECK(compile(fp16, opts(), &cache)->origin == Origin::compiled);
+  {
+    Cache fresh(disk_config(dir));
+    auto hit = compile(fp16, opts(), &fresh);
+    CHECK(hit->origin == Origin::disk_cache);
+    REQUIRE(hit->kernels.size() == 1);
+    CHECK(hit->kernels[0].signature->to_string() == "(__half*)");
+  }
+  // An in-memory header that includes a file of a user include dir: traced, the edit is seen.
+  std::string inc = make_temp_dir();
+  spit(inc + "/v.h", "#define VALUE 1.0f\n");
+  CompileOptions o = opts();
+  o.include_paths = {inc};
+  o.headers = {{"mem.h", "#include <v.h>\n"}};
+  const std::string src = "#include <mem.h>\nextern \"C\" __global__ void k(float* x) { x[0] = VALUE; }\n";
+  auto a = compile(src, o, &cache);
+  CHECK(a->origin == Origin::compiled);
+  CHECK(compile(src, o, &cache)->origin == Origin::memory_cache);
+  spit(inc + "/v.h", "#define VALUE 2.0f\n");
+  auto b = compile(src, o, &cache);
+  CHECK(b->origin == Origin::compiled);
+  CHECK(b->cubin != a->cubin);
 }
