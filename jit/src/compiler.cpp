@@ -103,28 +103,37 @@ void flush_stale_trace() {
   }
 }
 
+// `may_include`: the compile can read headers at all. `need_deps`: it can read some that are not the
+// toolkit's or in memory, so NVRTC's trace must list them for the cache. The trace also runs when
+// this compile makes or uses a PCH (NVRTC takes a PCH only under the options that made it, and
+// PCHs are made traced); otherwise a toolkit-only compile, the first of a PCH prefix included, runs
+// untraced (the trace costs 5% of a cub compile, more in a process's first). Pass::headers: the
+// headers read; empty when nothing but toolkit or in-memory headers could be; nullopt when unknown.
 Pass run_pass(const std::string& source, const CompileOptions& options,
               const std::vector<std::string>& nvrtc_options, const std::vector<std::string>& expressions,
-              bool trace) {
+              bool may_include, bool need_deps) {
   NvrtcProgram prog(source, options.program_name, options.headers);
   for (const std::string& e : expressions) prog.add_name_expression(e);
   TraceFile tf;
+  const bool can_trace = may_include && !tf.option.empty();
+  detail::PchStep pch(source, options, nvrtc_options, can_trace);  // jit/src/pch.cpp
+  const bool traced = can_trace && (need_deps || pch.uses_pch());
   std::vector<std::string> opts = nvrtc_options;
-  if (trace && !tf.option.empty()) opts.push_back(tf.option);
-  detail::PchStep pch(source, options, nvrtc_options, trace && !tf.option.empty());  // jit/src/pch.cpp
+  if (traced) opts.push_back(tf.option);
   Pass p;
   p.ok = prog.compile(pch.rewrite(std::move(opts)));
   p.log = prog.log();
-  if (!pch.finish(p.ok, p.log)) return run_pass(source, options, nvrtc_options, expressions, trace);
+  if (!pch.finish(p.ok, p.log)) return run_pass(source, options, nvrtc_options, expressions, may_include, need_deps);
   if (!p.ok) {
-    if (trace && !tf.option.empty()) flush_stale_trace();
+    if (traced) flush_stale_trace();
     return p;
   }
   p.cubin = prog.cubin();
   p.ptx = prog.ptx();
   p.ltoir = prog.ltoir();
   for (const std::string& e : expressions) p.lowered[e] = prog.lowered_name(e);
-  if (trace) p.headers = pch.headers(tf.headers());
+  if (traced) p.headers = pch.headers(tf.headers());
+  else if (!need_deps) p.headers = std::vector<std::string>{};
   return p;
 }
 
@@ -192,11 +201,11 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   bool may_include = source.find("include") != std::string::npos;
   for (const std::string& o : nvrtc_options)
     may_include = may_include || (o.find("include") != std::string::npos && o.rfind("-I", 0) != 0);
-  // Nor when every header the compile can read is the toolkit's (or in memory) and no PCH can be
-  // made or used: the trace's list would add no dependency, and tracing costs 5% of a cub compile.
-  const bool trace = may_include && (detail::pch_may_apply(nvrtc_options) ||
-                                     !detail::reads_only_toolkit_headers(source, options.headers, nvrtc_options));
-  Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, trace);
+  // Nor, for the cache, when every header the compile can read is the toolkit's (or in memory): the
+  // trace's list would add no dependency (run_pass still traces a compile that makes or uses a PCH).
+  const bool need_deps =
+      may_include && !detail::reads_only_toolkit_headers(source, options.headers, nvrtc_options);
+  Pass pass = run_pass(probed_source, options, nvrtc_options, expressions, may_include, need_deps);
   if (!pass.ok) {
     CompileError::Details d =
         detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
@@ -204,7 +213,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       // Perhaps a probe we added (a kernel the scan misread): compile without any.
       probe_of.clear();
       expressions = options.name_expressions;
-      pass = run_pass(source, options, nvrtc_options, expressions, trace);
+      pass = run_pass(source, options, nvrtc_options, expressions, may_include, need_deps);
       if (!pass.ok)
         d = detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
     }
@@ -213,7 +222,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
       throw CompileError(std::move(d));
     }
   }
-  headers_read = trace ? pass.headers : std::vector<std::string>{};
+  headers_read = may_include ? pass.headers : std::vector<std::string>{};
 
   auto program = std::make_shared<Program>();
   program->arch = arch;
@@ -280,7 +289,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   if (!missing_probes.empty()) {
     // One more compile, only for sources whose kernels the scan could not name (macros, say).
     // Kernels whose types cannot be spelled back in source keep no signature.
-    Pass second = run_pass(probed_source, options, nvrtc_options, missing_probes, false);
+    Pass second = run_pass(probed_source, options, nvrtc_options, missing_probes, false, false);
     for (Kernel& k : program->kernels) {
       if (k.signature || !second.ok) continue;
       const std::string& lowered = second.lowered[probe_for_symbol[k.lowered_name]];

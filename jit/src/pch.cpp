@@ -307,14 +307,6 @@ std::string_view pch_prefix(std::string_view s) {
   return s.substr(0, end);
 }
 
-bool pch_may_apply(const std::vector<std::string>& nvrtc_options) {
-  for (const std::string& o : nvrtc_options)
-    if (user_explicit_option(o) || o == "-pch" || o == "--pch") return true;
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.enabled;
-}
-
 bool pch_cacheable(const std::vector<std::string>& nvrtc_options) {
   for (const std::string& o : nvrtc_options)
     if (user_explicit_option(o)) return false;

@@ -24,10 +24,6 @@ std::string_view pch_prefix(std::string_view source);
 // makes its own directory; never touches another user's or a live process's.
 void pch_remove_orphans(const std::string& tmp);
 
-// True when a compile with `nvrtc_options` may make or use a PCH: automatic PCHs are on, or the
-// options ask for one (-pch, -create-pch, -use-pch). Such a compile needs NVRTC's trace.
-bool pch_may_apply(const std::vector<std::string>& nvrtc_options);
-
 // False for compiles whose result must not be cached: options that make or read a PCH file by hand
 // (-create-pch, -use-pch), whose contents (and so whose headers) jitbridge cannot know.
 bool pch_cacheable(const std::vector<std::string>& nvrtc_options);
