@@ -28,8 +28,11 @@ using detail::NvrtcProgram;
 constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
+// `options` without the std shims; `shims` are the ones the compile gets (std_shims_for), keyed by
+// name and the digest of all shim texts.
 std::string cache_key(std::string_view source, const CompileOptions& options,
-                      const std::vector<std::string>& nvrtc_options, const std::string& nvrtc) {
+                      const std::vector<std::string>& nvrtc_options, const std::string& nvrtc,
+                      const std::vector<const Header*>& shims) {
   detail::Hasher h;
   h.field(kKeyVersion).field(JITBRIDGE_VERSION);
   h.field(nvrtc);
@@ -40,6 +43,9 @@ std::string cache_key(std::string_view source, const CompileOptions& options,
   for (const std::string& e : options.name_expressions) h.field(e);
   h.field(static_cast<std::uint64_t>(options.headers.size()));
   for (const Header& hd : options.headers) h.field(hd.name).field(hd.text);
+  h.field(static_cast<std::uint64_t>(shims.size()));
+  if (!shims.empty()) h.field(detail::std_shims_digest());
+  for (const Header* shim : shims) h.field(shim->name);
   return h.hex();
 }
 
@@ -328,26 +334,27 @@ std::shared_ptr<const Program> requested(Cache& cache, const std::string& key, s
 
 std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& given, Cache* cache) {
   CompileOptions storage, shim_storage;
-  const CompileOptions& options =
-      detail::with_std_headers(with_device_headers(source, given, storage), shim_storage);
+  const CompileOptions& keyed = with_device_headers(source, given, storage);
+  const std::vector<const Header*> shims = detail::std_shims_for(keyed);
   Cache& c = cache ? *cache : Cache::global();
   // The key names the NVRTC file the search locates; a hit loads no NVRTC (docs/DESIGN.md).
-  std::string arch = options.arch;
-  std::vector<std::string> nvrtc_options = detail::effective_options(options, arch);
+  std::string arch = keyed.arch;
+  std::vector<std::string> nvrtc_options = detail::effective_options(keyed, arch);
   const std::string* nvrtc = &nvrtc_identity();
-  std::string key = detail::relocatable_key(cache_key(source, options, nvrtc_options, *nvrtc), nvrtc_options);
+  std::string key = detail::relocatable_key(cache_key(source, keyed, nvrtc_options, *nvrtc, shims), nvrtc_options);
   if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return requested(c, key, hit, source, given);
 
   nvrtc_api();  // loads NVRTC: throws CudaNotFoundError when none is usable
   if (nvrtc_identity() != *nvrtc) {
     // The located file proved unusable and the search went on: key and headers follow the loaded one.
-    arch = options.arch;
-    nvrtc_options = detail::effective_options(options, arch);
+    arch = keyed.arch;
+    nvrtc_options = detail::effective_options(keyed, arch);
     nvrtc = &nvrtc_identity();
-    key = detail::relocatable_key(cache_key(source, options, nvrtc_options, *nvrtc), nvrtc_options);
+    key = detail::relocatable_key(cache_key(source, keyed, nvrtc_options, *nvrtc, shims), nvrtc_options);
     if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return requested(c, key, hit, source, given);
   }
   detail::check_arch_supported(arch);
+  const CompileOptions& options = detail::with_std_headers(keyed, shims, shim_storage);  // copied on a miss only
   std::optional<std::vector<std::string>> headers_read;
   std::shared_ptr<Program> program = build(source, options, nvrtc_options, arch, headers_read);
   program->request = detail::make_request(source, given);

@@ -143,14 +143,21 @@ std::vector<std::string> user_include_dirs(const CompileOptions& options);
 // The option "-DJITBRIDGE_NO_STD_SHIMS" turns the shims off for one compile.
 inline constexpr const char* kNoStdShimsMacro = "JITBRIDGE_NO_STD_SHIMS";
 // The in-memory shims: <type_traits>, <cstdint>, ..., <stdio.h>, each mapped onto libcu++ or NVRTC's
-// built-ins (docs/DESIGN.md, "Standard headers"). Their texts enter the cache key as any header's do.
+// built-ins (docs/DESIGN.md, "Standard headers"). The cache key names the shims a compile gets and
+// std_shims_digest() (not their texts: hashing ~20 KB on every memory hit doubled its cost).
 const std::vector<Header>& std_shim_headers();
+// XXH3 of every shim's name and text, computed once. Never throws but std::bad_alloc.
+const std::string& std_shims_digest();
 // Whether libcu++ (cuda/std/type_traits) is on compile_include_dirs(); shims need it. Never throws.
 bool std_shims_available();
-// `options` plus every shim the compile lacks: none when opted out or libcu++ is missing, and none for
-// a name that an in-memory header or a file in a user include directory provides (the user's wins).
-// Returns `options` itself or `storage`, filled.
-const CompileOptions& with_std_headers(const CompileOptions& options, CompileOptions& storage);
+// The shims a compile with `options` gets: none when opted out or libcu++ is missing, and none for a
+// name that an in-memory header or a file in a user include directory provides (the user's wins).
+// The pointers are into std_shim_headers().
+std::vector<const Header*> std_shims_for(const CompileOptions& options);
+// `options` plus `shims` (std_shims_for(options)): `options` itself when there are none, else
+// `storage`, filled.
+const CompileOptions& with_std_headers(const CompileOptions& options, const std::vector<const Header*>& shims,
+                                       CompileOptions& storage);
 
 // ---- cuda_libraries.cpp: nvFatbin ------------------------------------------------------------
 // The dlopen handle of the nvFatbin this process found (nvfatbin_pick(); never unloaded). Throws

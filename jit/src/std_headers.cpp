@@ -100,7 +100,18 @@ bool std_shims_available() {
   return found;
 }
 
-const CompileOptions& with_std_headers(const CompileOptions& options, CompileOptions& storage) {
+const std::string& std_shims_digest() {
+  static const std::string digest = [] {
+    Hasher h;
+    h.field("jitbridge-std-shims-1");
+    for (const Header& shim : std_shim_headers()) h.field(shim.name).field(shim.text);
+    return h.hex();
+  }();
+  return digest;
+}
+
+std::vector<const Header*> std_shims_for(const CompileOptions& options) {
+  std::vector<const Header*> add;
   const std::vector<std::string>& o = options.options;
   for (std::size_t i = 0; i < o.size(); ++i) {
     // -DNAME, -DNAME=..., -D NAME, --define-macro=NAME
@@ -109,20 +120,24 @@ const CompileOptions& with_std_headers(const CompileOptions& options, CompileOpt
     else if (defined.rfind("--define-macro=", 0) == 0) defined.remove_prefix(15);
     else continue;
     if (defined.empty() && i + 1 < o.size()) defined = o[i + 1];
-    if (defined.substr(0, defined.find('=')) == kNoStdShimsMacro) return options;
+    if (defined.substr(0, defined.find('=')) == kNoStdShimsMacro) return add;
   }
-  if (!std_shims_available()) return options;
+  if (!std_shims_available()) return add;
   const std::vector<std::string> user_dirs = user_include_dirs(options);
-  std::vector<const Header*> add;
   for (const Header& shim : std_shim_headers()) {
     bool provided = false;
     for (const Header& mine : options.headers) provided = provided || mine.name == shim.name;
     for (const std::string& dir : user_dirs) provided = provided || is_file(dir + "/" + shim.name);
     if (!provided) add.push_back(&shim);
   }
-  if (add.empty()) return options;
+  return add;
+}
+
+const CompileOptions& with_std_headers(const CompileOptions& options, const std::vector<const Header*>& shims,
+                                       CompileOptions& storage) {
+  if (shims.empty()) return options;
   storage = options;
-  for (const Header* shim : add) storage.headers.push_back(*shim);
+  for (const Header* shim : shims) storage.headers.push_back(*shim);
   return storage;
 }
 

@@ -168,24 +168,41 @@ TEST_CASE("a user's own standard header wins over the shim") {
   }
 }
 
-TEST_CASE("the shims enter the compile as in-memory headers, so the cache key covers their text") {
+TEST_CASE("the shims enter the compile as in-memory headers; the opt-out spellings; the key follows the shim set") {
   if (!detail::std_shims_available()) { WARN("skipped: no libcu++ (cuda/std) on the include path"); return; }
   CompileOptions storage;
   const CompileOptions plain = for_arch();
-  const CompileOptions& with = detail::with_std_headers(plain, storage);
+  const std::vector<const Header*> all = detail::std_shims_for(plain);
+  CHECK(all.size() == detail::std_shim_headers().size());
+  const CompileOptions& with = detail::with_std_headers(plain, all, storage);
   REQUIRE(&with == &storage);
   CHECK(with.headers.size() == detail::std_shim_headers().size());
   CompileOptions opted_out = for_arch();
   opted_out.options = {"-DJITBRIDGE_NO_STD_SHIMS"};
-  CHECK(&detail::with_std_headers(opted_out, storage) == &opted_out);
+  CHECK(detail::std_shims_for(opted_out).empty());
+  CHECK(&detail::with_std_headers(opted_out, detail::std_shims_for(opted_out), storage) == &opted_out);
   const std::vector<std::vector<std::string>> spellings = {
       {"-D", "JITBRIDGE_NO_STD_SHIMS"}, {"--define-macro=JITBRIDGE_NO_STD_SHIMS"}, {"-DJITBRIDGE_NO_STD_SHIMS=1"}};
   for (const std::vector<std::string>& spelling : spellings) {
     opted_out.options = spelling;
-    CHECK(&detail::with_std_headers(opted_out, storage) == &opted_out);
+    CHECK(detail::std_shims_for(opted_out).empty());
   }
   opted_out.options = {"-DJITBRIDGE_NO_STD_SHIMS_NOT"};
-  CHECK(&detail::with_std_headers(opted_out, storage) == &storage);
+  CHECK(detail::std_shims_for(opted_out).size() == all.size());
+  // An in-memory header of a shim's name replaces that shim alone.
+  CompileOptions mine = for_arch();
+  mine.headers = {{"type_traits", "#pragma once\n"}};
+  CHECK(detail::std_shims_for(mine).size() == all.size() - 1);
+  // The key names the shim set: a program cached with the shims is not a hit for the same source
+  // compiled with them turned off, and the reverse.
+  Cache& cache = memory_cache();
+  const std::string src = "#include <type_traits>\n__global__ void k(int* x) { *x = std::is_same<int, int>::value; }\n";
+  CompileOptions off = for_arch();
+  off.options = {"-DJITBRIDGE_NO_STD_SHIMS"};
+  auto with_shims = compile(src, for_arch(), &cache);
+  CHECK(with_shims->origin == Origin::compiled);
+  CHECK(compile(src, for_arch(), &cache)->origin == Origin::memory_cache);
+  CHECK_THROWS_AS(compile(src, off, &cache), CompileError);
   // Every shim names where it maps to.
   for (const Header& h : detail::std_shim_headers()) {
     INFO(h.name);
