@@ -49,8 +49,16 @@ def _parser():
     return p
 
 
+_MAX_LINE = 16384
+
+
 def _tokens(line):
     """shlex-split ``line``, joining option values that start with '-' to their option (``-O -DN=4``)."""
+    if len(line) > _MAX_LINE:
+        # shlex takes minutes on a megabyte (it grows each word a character at a time): a pasted kernel
+        # on the magic's line is refused before splitting.
+        raise MagicArgumentError(f"%%cuda_kernel: the line is {len(line)} characters long (at most {_MAX_LINE}); "
+                                 "it takes the kernel name and options, and the kernel source goes in the cell")
     try:
         words = shlex.split(line)
     except ValueError as e:
