@@ -24,6 +24,10 @@ std::string judge_launch(const LaunchSpec& s) {
     if (u128{s.cluster[0]} * s.cluster[1] * s.cluster[2] > 16) return "the cluster has more than 16 blocks";
   }
   if (s.programmatic && fake_cuda::kCcMajor < 9) return "programmatic dependent launch needs cc 9.0";
+  // A cooperative grid must be co-resident: the fake occupancy API gives 2 blocks per multiprocessor,
+  // and the fake GPU has 132 multiprocessors (fake_cuda.cpp).
+  if (s.cooperative && u128{s.grid[0]} * s.grid[1] * s.grid[2] > u128{2} * 132)
+    return "a cooperative grid larger than can be resident at once";
   return {};
 }
 

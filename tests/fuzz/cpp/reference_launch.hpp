@@ -17,7 +17,8 @@ struct LaunchSpec {
 // dimension in 1..the device's limit; block threads within the device's and the kernel's limit;
 // dynamic plus the kernel's static shared memory within the opt-in limit (when dynamic > 0); a cluster
 // (x != 0) with every dimension >= 1, dividing the grid, of at most 16 blocks; the device supports
-// clusters, cooperative launches and (cc >= 9.0) programmatic dependent launches.
+// clusters, cooperative launches and (cc >= 9.0) programmatic dependent launches; a cooperative grid
+// has at most (occupancy blocks per multiprocessor x multiprocessors) blocks.
 std::string judge_launch(const LaunchSpec& spec);
 
 }  // namespace jbfuzz::ref
