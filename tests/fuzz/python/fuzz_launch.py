@@ -219,6 +219,9 @@ def judge_config_spec(c, index_ok):
     if "stream" in kw:
         ref.judge_stream_arg(kw["stream"])
     rl.judge_config(grid, block, cluster, shared, rl.FAKE)
+    # A cooperative grid must be co-resident: the fake occupancy API gives 2 blocks per multiprocessor x 132.
+    if flags[0] and grid[0] * grid[1] * grid[2] > 2 * 132:
+        raise ref.Invalid("a cooperative grid larger than can be resident at once")
     return grid, block, cluster, shared, flags[0], flags[1]
 
 

@@ -290,6 +290,8 @@ def judge_dtype_arg(spec, numpy):
         raise Invalid("numpy.dtype() refuses it")
     if nd.byteorder == ">":
         raise Invalid("big-endian")
+    if nd.fields is not None and nd.itemsize > 0:  # a structured dtype: opaque bytes of its size (issue 14)
+        return nd.name
     if nd.name not in DTYPES:
         raise Invalid("unsupported dtype")
     return nd.name
