@@ -2,9 +2,8 @@
 names resolved, pointer parameters matched to tensors (const-ness, pointee dtypes), and bound into launch plans."""
 
 import numbers
-import operator
 
-from ._opdecl import Launch, OpDeclarationError, Output, _callable_names, _kernel_name, _kernels_label, _shown
+from ._opdecl import Launch, OpDeclarationError, Output, _Query, _callable_names, _kernel_name, _kernels_label, _shown
 
 FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
 # Pointee types as jitbridge's signatures spell them (after typedefs) -> the dtype they hold. 'void' and anything
@@ -27,6 +26,52 @@ def _tensor_param(p):
         const = "const" in elem
         return True, C_TYPE_DTYPES.get(" ".join(w for w in elem if w != "const")), const
     return False, None, False
+
+
+class _Value:
+    """Something a phase computes from its names (a launch argument, a grid/block/shared_mem rule, an output shape,
+    the check): a name's value, a constant, ``numel``/``size`` of a tensor (``query``), or a callable given the
+    names it asks for by position, by keyword or all of them (``all``). ``_Value(env)`` evaluates it over a dict
+    of names; ``source(local, bind, defined)`` writes it as a Python expression over local variables (the compiled
+    runner, _oprunner.py)."""
+
+    __slots__ = ("kind", "fn", "names", "_call")
+
+    def __init__(self, kind, fn, names):
+        self.kind, self.fn, self.names = kind, fn, names
+        if kind == "name":
+            only = names[0]
+            self._call = lambda env: env[only]
+        elif kind == "constant":
+            self._call = lambda env: fn
+        elif kind == "query":
+            self._call = fn._env_getter()
+        elif kind == "all":
+            self._call = lambda env: fn(**env)
+        elif kind == "positional":
+            self._call = lambda env: fn(*[env[n] for n in names])
+        else:
+            self._call = lambda env: fn(**{n: env[n] for n in names})
+
+    def __call__(self, env):
+        return self._call(env)
+
+    def source(self, local, bind, defined):
+        """This value as an expression: ``local(name)`` spells a name's variable, ``bind(obj)`` a constant object,
+        ``defined`` lists the names a callable taking ``**kwargs`` gets."""
+        if self.kind == "name":
+            return local(self.names[0])
+        if self.kind == "constant":
+            return bind(self.fn)
+        if self.kind == "query":
+            t = local(self.fn.name)
+            return f"{t}.numel()" if self.fn.dim is None else f"{t}.shape[{int(self.fn.dim)}]"
+        f = bind(self.fn)
+        if self.kind == "all":
+            return f"{f}(**{{{', '.join(f'{n!r}: {local(n)}' for n in defined)}}})"
+        if self.kind == "positional":
+            return f"{f}({', '.join(local(n) for n in self.names)})"
+        return f"{f}({', '.join(f'{n}={local(n)}' for n in self.names)})"
 
 
 class _Rule:
@@ -125,8 +170,8 @@ class Phase:
         raise self._error(f"{where}: {reason}")
 
     def _getter(self, fn, where, allowed):
-        """An env -> value function calling fn with the names it asks for (checked against ``allowed``), by
-        position where the signature allows it (a keyword call costs a dict per call)."""
+        """A _Value calling fn with the names it asks for (checked against ``allowed``), by position where the
+        signature allows it (a keyword call costs a dict per call)."""
         named, takes_all = _callable_names(fn)
         names, positional = [], True
         for name, required, by_position in named:
@@ -137,19 +182,11 @@ class Phase:
                 if required:
                     self._resolve(name, f"{where} ({_shown(fn)}) asks for {_shown(name)}", allowed)
                 positional = False  # a skipped parameter: later ones must go by keyword
-        if hasattr(fn, "_env_getter"):
-            return fn._env_getter()
+        if isinstance(fn, _Query):
+            return _Value("query", fn, (fn.name,))
         if takes_all:
-            return lambda env: fn(**env)
-        if positional and len(names) == 1:
-            only = names[0]
-            return lambda env: fn(env[only])
-        if positional and len(names) == 2:
-            first, second = names
-            return lambda env: fn(env[first], env[second])
-        if positional:
-            return lambda env: fn(*[env[n] for n in names])
-        return lambda env: fn(**{n: env[n] for n in names})
+            return _Value("all", fn, ())
+        return _Value("positional" if positional else "keywords", fn, tuple(names))
 
     def _rule(self, name, rule, where):
         if not isinstance(rule, Output):
@@ -161,8 +198,7 @@ class Phase:
         elif callable(rule.shape):
             shape = self._getter(rule.shape, f"{where}: shape=", args)
         else:
-            fixed = rule.shape
-            shape = lambda env: fixed  # noqa: E731
+            shape = _Value("constant", rule.shape, ())
         if rule.dtype is None:
             dtype = ("arg", rule.like or self.dispatch)
         elif rule.dtype[0] == "tensor":
@@ -182,9 +218,9 @@ class Phase:
             if isinstance(arg, str):
                 self._resolve(arg, where, self._known)
                 used.add(arg)
-                getters.append(operator.itemgetter(arg))
+                getters.append(_Value("name", None, (arg,)))
             elif isinstance(arg, numbers.Number):
-                getters.append(lambda env, value=arg: value)
+                getters.append(_Value("constant", arg, ()))
             elif callable(arg):
                 getters.append(self._getter(arg, where, self._known))
                 self._note_used(arg, used)

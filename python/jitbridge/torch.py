@@ -26,6 +26,7 @@ not on CUDA, tensors on different devices or a failed ``check``; TypeError for a
 for. Kernels run on torch's current stream; outputs come from torch's caching allocator. See docs/TORCH.md.
 """
 
+from ._oprunner import compile_phase
 from ._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size
 
 __all__ = ["custom_op", "function", "Launch", "Output", "numel", "size", "OpDeclarationError"]
@@ -78,133 +79,23 @@ def _import_torch(what):
     return torch
 
 
-def _phase_runner(phase, contiguous, torch, *, fake):
+def _phase_runner(phase, contiguous, torch, *, fake, trusted=False):
     """The function that runs ``phase`` on torch tensors (``fake``: only allocates the outputs, for fake and meta
-    tensors). It checks devices, dtypes and ``check`` before anything else, allocates outputs and scratch through
-    torch's caching allocator on the inputs' device (stream-ordered on torch's current stream) and launches each
-    kernel on torch's current stream, which jitbridge reads from the tensors."""
-    op, arg_names, tensor_args, dispatch = phase.op, phase.arg_names, phase.tensor_args, phase.dispatch
-    dtypes = {n: getattr(torch, n) for n in DTYPE_NAMES if hasattr(torch, n)}
-    names = {d: n for n, d in dtypes.items()}
-    allowed, keyed = phase.allowed, phase.keyed
-    required = {key: tuple((n, dtypes[d]) for n, d in table.items() if d is not None and n != dispatch and d in dtypes)
-                for key, table in phase.required.items()}
-    check = phase.check_getter
-    outputs = [(rule.name, _allocator(rule, torch, dtypes, contiguous and not fake)) for rule in phase.outputs]
-    scratch = [(rule.name, _allocator(rule, torch, dtypes, contiguous and not fake)) for rule in phase.scratch]
-    launches = phase.launches
-    Tensor = torch.Tensor
-    single = len(outputs) == 1
-
-    def device_error(n, t):
-        if not isinstance(t, Tensor):
-            return TypeError(f"{op}: {n} must be a tensor, got {type(t).__name__}")
-        return ValueError(f"{op}: {n} is a {t.device.type} tensor; this op's kernels run on CUDA tensors")
-
-    def mixed_devices_error(n, t, env):
-        return ValueError(f"{op}: {n} is on {t.device} but {tensor_args[0]} is on {env[tensor_args[0]].device}; "
-                          f"all tensors must be on one device")
-
-    first_tensor, other_tensors = tensor_args[0], tensor_args[1:]
-
-    def check_devices(env):     # the real path: CUDA tensors, compared by device index
-        t = env[first_tensor]
-        if not isinstance(t, Tensor) or not t.is_cuda:
-            raise device_error(first_tensor, t)
-        if other_tensors:
-            index = t.get_device()
-            for n in other_tensors:
-                t = env[n]
-                if not isinstance(t, Tensor) or not t.is_cuda:
-                    raise device_error(n, t)
-                if t.get_device() != index:
-                    raise mixed_devices_error(n, t, env)
-
-    def check_fake_devices(env):    # fake tensors (torch.compile, opcheck) and meta tensors
-        device = None
-        for n in tensor_args:
-            t = env[n]
-            if not isinstance(t, Tensor) or t.device.type not in ("cuda", "meta"):
-                raise device_error(n, t)
-            if device is None:
-                device = t.device
-            elif t.device != device:
-                raise mixed_devices_error(n, t, env)
-
-    def validate(env):
-        (check_fake_devices if fake else check_devices)(env)
-        first = env[dispatch]
-        key = names.get(first.dtype)
-        if allowed is not None and key not in allowed:
-            raise TypeError(f"{op}: {dispatch} has dtype {key or first.dtype}; the kernels are declared for "
-                            f"{', '.join(allowed)}")
-        for n, want in required[key if keyed else None]:
-            if env[n].dtype != want:
-                raise TypeError(f"{op}: {n} has dtype {names.get(env[n].dtype, env[n].dtype)}, expected "
-                                f"{names[want]} (with {dispatch} of dtype {key})")
-        if check is not None:
-            try:
-                check(env)
-            except ValueError as e:
-                raise ValueError(f"{op}: {e}") from e
-        return key
-
-    def run(*args):
-        env = dict(zip(arg_names, args))
-        key = validate(env)
-        if contiguous:
-            for n in tensor_args:
-                t = env[n]
-                if not t.is_contiguous():
-                    env[n] = t.contiguous()
-        results = []
-        for name, allocate in outputs:
-            t = env[name] = allocate(env)
-            results.append(t)
-        for name, allocate in scratch:
-            env[name] = allocate(env)
-        for launch in launches:
-            launch.run(env, key)
-        return results[0] if single else tuple(results)
-
-    def run_fake(*args):
-        env = dict(zip(arg_names, args))
-        validate(env)
-        results = [allocate(env) for _, allocate in outputs]
-        return results[0] if single else tuple(results)
-
-    chosen = run_fake if fake else run
-    chosen.__name__ = chosen.__qualname__ = f"{op.replace('::', '_')}_{phase.title}{'_fake' if fake else ''}"
-    return chosen
-
-
-def _allocator(rule, torch, dtypes, inputs_dense):
-    """env -> a new dense tensor for one Output rule (torch.empty_like for like= rules, else torch.empty on the
-    device of the phase's first tensor). ``inputs_dense``: the tensors rules copy are already contiguous, so
-    empty_like's default (preserve the layout) is dense too, without the memory_format argument's cost."""
-    kind, source = rule.dtype
-    fixed = dtypes[source] if kind == "fixed" else None
-    dense = torch.contiguous_format
-    if rule.like is not None:
-        like = rule.like
-        if kind == "arg" and source == like:
-            if inputs_dense:
-                return lambda env: torch.empty_like(env[like])
-            return lambda env: torch.empty_like(env[like], memory_format=dense)
-        if fixed is not None:
-            return lambda env: torch.empty_like(env[like], dtype=fixed, memory_format=dense)
-        return lambda env: torch.empty_like(env[like], dtype=env[source].dtype, memory_format=dense)
-    shape, device_of = rule.shape, rule.device_of
-    if fixed is not None:
-        return lambda env: torch.empty(shape(env), dtype=fixed, device=env[device_of].device)
-    return lambda env: torch.empty(shape(env), dtype=env[source].dtype, device=env[device_of].device)
+    tensors), compiled from the declaration by _oprunner.compile_phase: it checks devices, dtypes and ``check``
+    before anything else, allocates outputs and scratch through torch's caching allocator on the inputs' device
+    (stream-ordered on torch's current stream) and launches each kernel on torch's current stream, which jitbridge
+    reads from the tensors. ``trusted``: a backward called only by autograd's engine, whose device and dtype checks
+    were made in the forward (see compile_phase)."""
+    return compile_phase(phase, contiguous, torch, fake=fake, trusted=trusted)
 
 
 class _AutogradLink:
     """What connects an op's forward to its backward phase, for custom_op and function alike: what to save on ctx,
-    how to call the backward (the ``<name>_backward`` op, or the phase directly) and where its gradients go."""
+    how to call the backward and where its gradients go. Both kinds of op are a torch.autograd.Function, whose
+    incoming gradients torch materializes (an output without a gradient gets zeros), so the backward always sees
+    one tensor per differentiable output."""
 
-    def __init__(self, spec, torch):
+    def __init__(self, spec):
         input_index = {n: i for i, (n, _) in enumerate(spec.inputs)}
         output_index = {n: i for i, (n, _) in enumerate(spec.outputs)}
         self.saved = tuple((False, input_index[n]) if n in input_index else (True, output_index[n]) for n in spec.save)
@@ -212,28 +103,46 @@ class _AutogradLink:
         self.grad_outputs = tuple(output_index[n] for n in spec.grad_outputs)
         self.grad_inputs = tuple(input_index[n] for n in spec.tensor_inputs if n in spec.grads)
         self.n_inputs = len(spec.inputs)
-        self.zeros = torch.zeros
 
     def setup_context(self, ctx, inputs, output):
-        """Saves what the backward needs (torch.library's setup_context signature)."""
-        outputs = output if isinstance(output, tuple) else (output,)
-        ctx.save_for_backward(*[outputs[i] if is_output else inputs[i] for is_output, i in self.saved])
-        ctx.jitbridge_scalars = tuple(inputs[i] for i in self.scalars)
-        ctx.jitbridge_grad_meta = tuple((outputs[i].shape, outputs[i].dtype, outputs[i].device)
-                                        for i in self.grad_outputs)
+        """Saves what the backward needs."""
+        if self.saved:
+            outputs = output if isinstance(output, tuple) else (output,)
+            ctx.save_for_backward(*[outputs[i] if is_output else inputs[i] for is_output, i in self.saved])
+        if self.scalars:
+            ctx.jitbridge_scalars = tuple(inputs[i] for i in self.scalars)
 
     def backward(self, ctx, grads, run_backward):
-        """One gradient per input (None for scalars and inputs without a grads entry); None incoming gradients
-        become zeros."""
-        incoming = [grads[i] if grads[i] is not None else self.zeros(shape, dtype=dtype, device=device)
-                    for i, (shape, dtype, device) in zip(self.grad_outputs, ctx.jitbridge_grad_meta)]
-        result = run_backward(*ctx.saved_tensors, *incoming, *ctx.jitbridge_scalars)
+        """One gradient per input (None for scalars and inputs without a grads entry)."""
+        scalars = ctx.jitbridge_scalars if self.scalars else ()
+        result = run_backward(*ctx.saved_tensors, *[grads[i] for i in self.grad_outputs], *scalars)
         if not isinstance(result, tuple):
             result = (result,)
         out = [None] * self.n_inputs
         for i, g in zip(self.grad_inputs, result):
             out[i] = g
-        return tuple(out)
+        return out
+
+
+def _eager_test(torch, positions):
+    """A function telling whether tensors at ``positions`` of a call can skip the dispatcher and go to the compiled
+    runner directly: plain CUDA tensors (torch.Tensor or nn.Parameter, no subclass that dispatches on its own),
+    no TorchDispatchMode and no functorch transform active. Anything else (fake and functional tensors while
+    torch.compile traces, meta tensors, modes such as opcheck's) goes through the registered op, as before."""
+    C = torch._C
+    modes = C._len_torch_dispatch_stack
+    transforms = getattr(C, "_are_functorch_transforms_active", lambda: False)
+    plain = (torch.Tensor, torch.nn.Parameter)
+
+    def eager(values):
+        if modes() or transforms():
+            return False
+        for i in positions:
+            t = values[i]
+            if t is not None and t.__class__ not in plain:
+                return False
+        return values[positions[0]].is_cuda
+    return eager
 
 
 _LIBRARIES = []  # the torch.library.Library fragments of registered ops: their registrations live as long as they do
@@ -241,12 +150,16 @@ _LIBRARIES = []  # the torch.library.Library fragments of registered ops: their 
 
 def _register_custom_op(spec):
     """Registers ``spec`` with torch.library: the op (schema, the runner as its CUDA and CPU kernel, the fake), and
-    with a backward the ``<name>_backward`` op the same way plus register_autograd. Returns the op's OpOverload.
+    with a backward the ``<name>_backward`` op the same way plus an Autograd kernel. Returns the op's OpOverload.
 
     The runner is registered per dispatch key (``Library.impl``) rather than through ``torch.library.custom_op``,
     whose per-call Python wrapper costs several microseconds; the CPU registration is the same runner, which
-    refuses CPU tensors with a ValueError naming the argument. torch.compile, opcheck and CUDA graphs see the same
-    thing as for custom_op: a functional schema, a fake implementation and an autograd formula."""
+    refuses CPU tensors with a ValueError naming the argument. The Autograd kernel is what
+    ``torch.library.register_autograd`` registers (a torch.autograd.Function applied at the Autograd key), written
+    for this op: no pytree walks, and for plain CUDA tensors in eager mode it calls the compiled runners directly
+    instead of going back through the dispatcher (``_eager_test``). torch.compile, opcheck and CUDA graphs see the
+    same thing as for custom_op: a functional schema, a fake implementation and an autograd formula whose backward
+    calls the ``<name>_backward`` op."""
     torch = _import_torch("custom_op")
     namespace, _, short = spec.name.partition("::")
     library = torch.library.Library(namespace, "FRAGMENT")
@@ -267,26 +180,64 @@ def _register_custom_op(spec):
             library.impl(name, real, key)
         torch.library.register_fake(f"{namespace}::{name}", _phase_runner(phase, spec.contiguous, torch, fake=True),
                                     lib=library)
-        return getattr(ops, name).default
+        return getattr(ops, name).default, real
 
-    op = define(short, spec.forward, len(spec.outputs))
+    op, run_forward = define(short, spec.forward, len(spec.outputs))
     if spec.backward is not None:
-        backward_op = define(short + "_backward", spec.backward, len(spec.grads))
-        link = _AutogradLink(spec, torch)
-
-        def backward(ctx, *grads):
-            return link.backward(ctx, grads, backward_op)
-
-        torch.library.register_autograd(spec.name, backward, setup_context=link.setup_context, lib=library)
+        backward_op, _ = define(short + "_backward", spec.backward, len(spec.grads))
+        run_backward = _phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
+        library.impl(short, _autograd_kernel(spec, torch, op, run_forward, backward_op, run_backward), "Autograd",
+                     with_keyset=True)
     return op
+
+
+def _autograd_kernel(spec, torch, op, run_forward, backward_op, run_backward):
+    """The op's Autograd-key kernel (called with the dispatch key set first): with grad mode on and an input that
+    requires grad it applies a torch.autograd.Function whose forward runs the op below autograd and whose backward
+    runs the ``_backward`` op; otherwise it runs the op below autograd."""
+    link = _AutogradLink(spec)
+    C = torch._C
+    below, after = C._AutoDispatchBelowAutograd, C._after_autograd_keyset
+    grad_enabled, any_requires_grad = C.is_grad_enabled, C._any_requires_grad
+    eager_args = _eager_test(torch, tuple(i for i, (_, kind) in enumerate(spec.inputs) if kind == "Tensor"))
+    eager_grads = _eager_test(torch, tuple(range(len(spec.grad_outputs))))
+
+    def forward_below(keyset, args):
+        if eager_args(args):
+            return run_forward(*args)
+        with below():
+            return op.redispatch(keyset & after, *args)
+
+    class Autograd(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, keyset, *args):
+            result = forward_below(keyset, args)
+            link.setup_context(ctx, args, result)
+            return result
+
+        @staticmethod
+        def backward(ctx, *grads):
+            run = run_backward if not grad_enabled() and eager_grads(grads) else backward_op
+            return None, *link.backward(ctx, grads, run)
+
+    Autograd.__name__ = Autograd.__qualname__ = f"{spec.name.replace('::', '_')}_autograd"
+    apply = Autograd.apply
+
+    def autograd_kernel(keyset, *args):
+        if grad_enabled() and any_requires_grad(*args):
+            return apply(keyset, *args)
+        return forward_below(keyset, args)
+
+    return autograd_kernel
 
 
 def _make_function(spec):
     """A callable running ``spec`` through a torch.autograd.Function subclass (eager only)."""
     torch = _import_torch("function")
     run_forward = _phase_runner(spec.forward, spec.contiguous, torch, fake=False)
-    run_backward = _phase_runner(spec.backward, spec.contiguous, torch, fake=False) if spec.backward else None
-    link = _AutogradLink(spec, torch) if spec.backward else None
+    run_backward = (_phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
+                    if spec.backward else None)
+    link = _AutogradLink(spec) if spec.backward else None
     label = spec.name
 
     class JitbridgeFunction(torch.autograd.Function):
@@ -301,7 +252,7 @@ def _make_function(spec):
         def backward(ctx, *grads):
             if link is None:
                 raise RuntimeError(f"{label}: declared without backward=, so it has no gradient")
-            return link.backward(ctx, grads, run_backward)
+            return tuple(link.backward(ctx, grads, run_backward))
 
     apply = JitbridgeFunction.apply
     input_names = [n for n, _ in spec.inputs]
