@@ -19,8 +19,8 @@ class CudaEventTimer:
     device buffer of twice the L2 size (the device attribute) on the stream.
 
     ``stream``: None (the stream a jitbridge launch with ``args`` would use: the current stream of the framework
-    the first array came from, else the legacy default stream), an int handle, or a torch / CuPy / any
-    ``__cuda_stream__`` stream object. ``device``: an ordinal (default: the current device). The events and the
+    the first array in ``args``, or in a tuple or list there, came from, else the legacy default stream), an int
+    handle, or a torch / CuPy / any ``__cuda_stream__`` stream object. ``device``: an ordinal (default: the current device). The events and the
     flush buffer belong to the timer and are released with it. Raises TypeError / ValueError naming ``stream`` or
     ``device``, NoDriverError without a CUDA driver.
 
@@ -33,7 +33,11 @@ class CudaEventTimer:
     def __init__(self, stream=None, args=(), device=None):
         from . import _core
 
-        self._timer = _core._EventTimer(stream, tuple(args), device)
+        # The arrays may be the arguments themselves or sit in a launch's argument tuple (k(grid, block, (x, y))).
+        candidates = []
+        for a in args:
+            candidates.extend(a if isinstance(a, (tuple, list)) else (a,))
+        self._timer = _core._EventTimer(stream, tuple(candidates), device)
         self._flush_bytes = None
 
     @property
@@ -121,8 +125,9 @@ def benchmark(fn, *args, kwargs=None, n_warmup=10, n_repeat=100, bytes=None, flo
 
     ``bytes`` / ``flops``: the bytes moved and floating-point operations done by one call; the result then has
     achieved GB/s (10**9 B/s) and TFLOP/s at the median. ``stream``: where the events are recorded: an int
-    handle, a torch / CuPy / ``__cuda_stream__`` stream, or None for the stream a jitbridge launch with ``args``
-    would use (the current stream of the framework of the first array argument, else the legacy default stream).
+    handle, a torch / CuPy / ``__cuda_stream__`` stream, or None: ``kwargs["stream"]`` when there is one (a launch
+    given stream=), else the stream a jitbridge launch with ``args`` would use (the current stream of the framework
+    of the first array argument, or of the first array in a tuple or list argument, else the legacy default stream).
     ``device``: the device ordinal (default: the current one). ``baseline``: the variant the comparison's ratios
     are taken against (default: the first). ``name``: the name of a single callable (default: its __name__).
     ``timer``: an object with the methods of CudaEventTimer to measure with instead of CUDA events.
@@ -154,6 +159,8 @@ def benchmark(fn, *args, kwargs=None, n_warmup=10, n_repeat=100, bytes=None, flo
         if baseline not in variants:
             raise ValueError(f"baseline: {baseline!r:.80} is not one of the variants {list(variants)}")
     if timer is None:
+        if stream is None and "stream" in kwargs:
+            stream = kwargs["stream"]  # a launch given stream= is timed on that stream
         timer = CudaEventTimer(stream, args, device)
     else:
         if stream is not None or device is not None:

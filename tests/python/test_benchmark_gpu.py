@@ -78,15 +78,23 @@ def test_comparison_of_a_full_and_a_half_copy(gpu, torch, copy4):
     assert torch.equal(y, x)
 
 
-def test_events_on_a_given_torch_stream(gpu, torch, copy4):
+def test_the_stream_timed(gpu, torch, copy4):
     n = 4 * 1024 * 1024
     x = torch.randn(n, device="cuda")
-    y = torch.full((n,), float("nan"), device="cuda")
-    s = torch.cuda.Stream()
     grid, block = launch_shape(copy4, n // 4)
-    r = jitbridge.benchmark(copy4, grid, block, (x, y, n // 4), kwargs={"stream": s}, stream=s, n_warmup=2,
-                            n_repeat=10, flush_l2=False)
-    assert r.stream == s.cuda_stream
-    assert r.flush_l2 is False and all(v > 0 for v in r.gpu_ms)
-    s.synchronize()
-    assert torch.equal(y, x)
+    s = torch.cuda.Stream()
+    for how in ("stream=", "kwargs", "torch.cuda.stream"):
+        y = torch.full((n,), float("nan"), device="cuda")
+        torch.cuda.synchronize()  # x and y are ready before s uses them
+        common = dict(n_warmup=2, n_repeat=10, flush_l2=False)
+        if how == "stream=":  # given
+            r = jitbridge.benchmark(copy4, grid, block, (x, y, n // 4), kwargs={"stream": s}, stream=s, **common)
+        elif how == "kwargs":  # the launch's stream= is the one timed
+            r = jitbridge.benchmark(copy4, grid, block, (x, y, n // 4), kwargs={"stream": s}, **common)
+        else:  # torch's current stream, found from the tensors in the launch's argument tuple
+            with torch.cuda.stream(s):
+                r = jitbridge.benchmark(copy4, grid, block, (x, y, n // 4), **common)
+        assert r.stream == s.cuda_stream, how
+        assert r.flush_l2 is False and all(v > 0 for v in r.gpu_ms), how
+        s.synchronize()
+        assert torch.equal(y, x), how
