@@ -25,7 +25,6 @@ CUevent EventTimer::event(std::size_t index) {
   if (index < events_.size()) return events_[index];
   const DriverApi& api = driver();
   ContextGuard guard(*device_);
-  events_.reserve(index + 1);
   while (events_.size() <= index) {
     CUevent e = nullptr;
     check(api.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");

@@ -20,9 +20,9 @@ class CudaEventTimer:
 
     ``stream``: None (the stream a jitbridge launch with ``args`` would use: the current stream of the framework
     the first array in ``args``, or in a tuple or list there, came from, else the legacy default stream), an int
-    handle, or a torch / CuPy / any ``__cuda_stream__`` stream object. ``device``: an ordinal (default: the current device). The events and the
-    flush buffer belong to the timer and are released with it. Raises TypeError / ValueError naming ``stream`` or
-    ``device``, NoDriverError without a CUDA driver.
+    handle, or a torch / CuPy / any ``__cuda_stream__`` stream object. ``device``: an ordinal (default: the current
+    device). The events and the flush buffer belong to the timer and are released with it. Raises TypeError /
+    ValueError naming ``stream`` or ``device``, NoDriverError without a CUDA driver.
 
     Any object with the same methods can stand in for it (``benchmark(timer=...)``): flush(), start(), stop(),
     synchronize(), elapsed_ms() (the GPU milliseconds of every sample since construction, in order) and host_ns().

@@ -61,7 +61,9 @@ def compile_error_html(e):
         marked, caret = _highlighted(e.source_line, e.column)
         gutter = f"{e.line} | " if e.line else "| "
         pad = " " * (len(gutter) - 2) + "| "
-        body = f"{_e(gutter)}{marked}" + (f"\n{_e(pad)}<span style=\"color: #d9534f\">{_e(caret)}</span>" if caret else "")
+        body = f"{_e(gutter)}{marked}"
+        if caret:
+            body += f"\n{_e(pad)}<span style=\"color: #d9534f\">{_e(caret)}</span>"
         parts.append(f"<pre style=\"margin: 4px 0\">{body}</pre>")
     if e.options:
         parts.append(f"<div><small>options: <code>{_e(' '.join(e.options))}</code></small></div>")
@@ -112,9 +114,10 @@ def install(shell, *, rich=None):
     """Registers jitbridge's exception handler with an IPython shell (idempotent). For the exceptions error_html
     renders, a rich frontend (``rich``; default: a Jupyter kernel) gets the HTML through the shell's display
     publisher, then the usual traceback; everything else goes to the handler registered before (if any) or to the
-    usual traceback. A handler that fails is unregistered by IPython itself, so an error here never hides one."""
-    if getattr(shell, "_jitbridge_rich_errors", False):
-        return
+    usual traceback. A handler that fails is unregistered by IPython itself, so an error here never hides one.
+    A shell without set_custom_exc (not IPython's) is left as it is."""
+    if getattr(shell, "_jitbridge_rich_errors", False) or not callable(getattr(shell, "set_custom_exc", None)):
+        return  # installed already, or a shell without IPython's custom exception handlers
     prev_types, prev_handler = tuple(shell.custom_exceptions), None
     if prev_types:
         prev_handler = shell.CustomTB
@@ -124,11 +127,11 @@ def install(shell, *, rich=None):
         if body is None:
             if prev_handler is not None and isinstance(value, prev_types):
                 return prev_handler(etype, value, tb, tb_offset=tb_offset)
-            self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            self.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
             return None
         if rich if rich is not None else _rich_frontend(self):
             self.display_pub.publish(data={"text/html": body, "text/plain": str(value)})
-        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
         return None
 
     shell.set_custom_exc(prev_types + tuple(t for t in _HANDLED if t not in prev_types), handler)

@@ -71,7 +71,8 @@ def test_nothing_recorded_without_the_variable(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("content, words", [("{not json", "not a JSON file"), ('{"tables": []}', "not a jitbridge bench")])
+@pytest.mark.parametrize("content, words", [("{not json", "not a JSON file"),
+                                            ('{"tables": []}', "not a jitbridge bench")])
 def test_a_file_that_is_not_a_bench_file_is_refused(bench_json, content, words):
     bench_json.write_text(content)
     with pytest.raises(ValueError, match=f"JITBRIDGE_BENCH_JSON={bench_json}: {words}"):

@@ -171,7 +171,8 @@ def test_timer_without_the_methods_and_a_short_timer():
         def start(self):
             pass
 
-    with pytest.raises(TypeError, match="timer: Half lacks the method.s. flush, stop, synchronize, elapsed_ms, host_ns"):
+    missing = "flush, stop, synchronize, elapsed_ms, host_ns"
+    with pytest.raises(TypeError, match=f"timer: Half lacks the method.s. {missing}$"):
         benchmark(print, timer=Half())
 
     class Short(FakeTimer):
@@ -238,10 +239,8 @@ def test_cuda_event_timer_argument_errors():
         jitbridge.CudaEventTimer(device=-2)
 
 
-def test_without_a_driver_no_driver_error():
-    if jitbridge.driver_info()["devices"]:
-        pytest.skip("a GPU is present")
+def test_without_a_driver_no_driver_error(gpu_absent_reason):
     called = []
-    with pytest.raises((jitbridge.NoDriverError, ValueError)):
+    with pytest.raises(jitbridge.NoDriverError):
         benchmark(lambda: called.append(1))
-    assert called == []
+    assert called == []  # refused before the first call

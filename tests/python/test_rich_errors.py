@@ -135,3 +135,14 @@ def test_a_handler_registered_before_keeps_its_exceptions(shell, capsys):
     assert seen == [KeyError]
     shell.run_cell("%%cuda_kernel k --arch sm_90\n" + BAD)
     assert len(published_html(shell)) == 1 and seen == [KeyError]
+
+
+def test_a_shell_without_custom_exception_handlers_is_left_alone():
+    from jitbridge._richerrors import install
+
+    class Bare:
+        pass
+
+    shell = Bare()
+    install(shell)
+    assert vars(shell) == {}

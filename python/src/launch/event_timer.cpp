@@ -1,4 +1,4 @@
-// event_timer.cpp — jitbridge._core._EventTimer: the C++ EventTimer (CUDA-event timing, L2 flush) for jitbridge.benchmark.
+// event_timer.cpp — jitbridge._core._EventTimer: the C++ EventTimer (event timing, L2 flush) for jitbridge.benchmark.
 #include <fmt/format.h>
 
 #include <climits>
