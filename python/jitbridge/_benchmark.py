@@ -103,7 +103,10 @@ def _variants(fn):
         return dict(fn), True
     if not callable(fn):
         raise TypeError(f"fn: expected a callable or a dict of name -> callable, got {type(fn).__name__}")
-    return {getattr(fn, "__name__", None) or type(fn).__name__: fn}, False
+    # A function's __name__, a jitbridge kernel's .name, else the type's name.
+    label = next((v for v in (getattr(fn, "__name__", None), getattr(fn, "name", None)) if isinstance(v, str) and v),
+                 type(fn).__name__)
+    return {label: fn}, False
 
 
 def benchmark(fn, *args, kwargs=None, n_warmup=10, n_repeat=100, bytes=None, flops=None, stream=None, device=None,

@@ -71,6 +71,22 @@ def test_statistics_of_one_callable():
     assert r.name == "<lambda>" and r.n_repeat == 5 and r.n_warmup == 0 and r.flush_l2 is True
 
 
+def test_default_names():
+    class Launcher:
+        name = "saxpy"  # a jitbridge kernel's .name
+
+        def __call__(self):
+            pass
+
+    class Plain:
+        def __call__(self):
+            pass
+
+    assert benchmark(Launcher(), n_warmup=0, n_repeat=1, timer=FakeTimer([1.0])).name == "saxpy"
+    assert benchmark(Plain(), n_warmup=0, n_repeat=1, timer=FakeTimer([1.0])).name == "Plain"
+    assert benchmark(print, n_warmup=0, n_repeat=1, timer=FakeTimer([1.0])).name == "print"
+
+
 def test_even_count_median_and_no_bytes():
     r = benchmark(lambda: None, n_warmup=0, n_repeat=4, timer=FakeTimer([4.0, 1.0, 2.0, 3.0]), name="k")
     assert r.name == "k"

@@ -55,7 +55,7 @@ def test_copy_kernel_gbps_within_10_percent_of_torch_copy(gpu, torch, copy4):
     ours, theirs = [], []
     for _ in range(3):  # alternating rounds, medians of each
         r = jitbridge.benchmark(copy4, grid, block, (x, y, n // 4), n_warmup=5, n_repeat=30, bytes=nbytes)
-        assert len(r.gpu_ms) == 30 and all(v > 0 for v in r.gpu_ms) and len(r.host_us) == 30
+        assert r.name == "copy4" and len(r.gpu_ms) == 30 and all(v > 0 for v in r.gpu_ms) and len(r.host_us) == 30
         assert r.stream == torch.cuda.current_stream().cuda_stream or r.stream in (0, 1)
         ours.append(r.gbps)
         theirs.append(torch_copy_gbps(torch, torch.empty_like(x), x, nbytes, 30))
