@@ -47,6 +47,7 @@ class CudaEventTimer:
 
     @property
     def device(self):
+        """The device ordinal whose primary context holds the events."""
         return self._timer.device
 
     def flush(self):
@@ -56,19 +57,26 @@ class CudaEventTimer:
         self._timer.flush_l2(self._flush_bytes)
 
     def start(self):
+        """Records the start event of a new sample on the stream (never synchronizes). RuntimeError when a sample
+        is open."""
         self._timer.start()
 
     def stop(self):
+        """Records the end event of the open sample. RuntimeError when none is open."""
         self._timer.stop()
 
     def synchronize(self):
+        """Waits until the work queued on the stream is done (the GIL released)."""
         self._timer.synchronize()
 
     def elapsed_ms(self):
+        """Waits for the last end event and returns every sample's GPU milliseconds, in order (a list). A fault in
+        the timed work raises here (DriverError)."""
         return self._timer.elapsed_ms()
 
     @staticmethod
     def host_ns():
+        """The host clock: time.perf_counter_ns()."""
         return time.perf_counter_ns()
 
 

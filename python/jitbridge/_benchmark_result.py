@@ -78,18 +78,22 @@ class BenchmarkResult:
 
     @property
     def median_ms(self):
+        """The median GPU time in ms: the headline number (a preempted or throttled sample does not move it)."""
         return quantile(self.gpu_ms, 0.5)
 
     @property
     def mean_ms(self):
+        """The mean GPU time in ms."""
         return math.fsum(self.gpu_ms) / len(self.gpu_ms)
 
     @property
     def min_ms(self):
+        """The fastest sample's GPU time in ms."""
         return min(self.gpu_ms)
 
     @property
     def max_ms(self):
+        """The slowest sample's GPU time in ms."""
         return max(self.gpu_ms)
 
     @property
@@ -103,6 +107,7 @@ class BenchmarkResult:
 
     @property
     def host_median_us(self):
+        """The median host time per call in microseconds (the call alone: launch overhead, Python included)."""
         return quantile(self.host_us, 0.5)
 
     @property
@@ -185,12 +190,15 @@ class Comparison:
             raise KeyError(f"baseline: {self.baseline!r} is not one of {list(self.results)}")
 
     def __getitem__(self, name):
+        """The BenchmarkResult of variant ``name`` (KeyError for an unknown one)."""
         return self.results[name]
 
     def __iter__(self):
+        """The BenchmarkResults, in the order the variants were given."""
         return iter(self.results.values())
 
     def __len__(self):
+        """The number of variants."""
         return len(self.results)
 
     def ratio(self, name):
