@@ -81,8 +81,7 @@ def median_us(fn, repeat=15, number=1):
 
 def print_table(title, headers, rows, key=None):
     """Prints a table; with JITBRIDGE_BENCH_JSON=path also records it in that JSON file (record_table), under `key`
-    (a stable name for bench/plot.py; default: one made from the title)."""
-    record_table(title, headers, rows, key)
+    (a stable name for bench/plot.py; default: one made from the title), after printing it."""
     widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
     line = "  ".join("-" * w for w in widths)
     print(f"\n{title}")
@@ -92,6 +91,7 @@ def print_table(title, headers, rows, key=None):
     for r in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
     print(line)
+    record_table(title, headers, rows, key)
 
 
 def fmt_us(us):

@@ -73,11 +73,12 @@ def test_nothing_recorded_without_the_variable(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("content, words", [("{not json", "not a JSON file"),
                                             ('{"tables": []}', "not a jitbridge bench")])
-def test_a_file_that_is_not_a_bench_file_is_refused(bench_json, content, words):
+def test_a_file_that_is_not_a_bench_file_is_refused(bench_json, content, words, capsys):
     bench_json.write_text(content)
     with pytest.raises(ValueError, match=f"JITBRIDGE_BENCH_JSON={bench_json}: {words}"):
-        _table.print_table("t", ["x"], [["1"]])
+        _table.print_table("t", ["x"], [["value 1"]])
     assert bench_json.read_text() == content  # left as it was
+    assert "value 1" in capsys.readouterr().out  # the table was printed before
 
 
 @pytest.mark.parametrize("cell, us", [("12.5 us", 12.5), ("1.50 ms", 1500.0), ("2 s", 2e6), ("500.0 ns", 0.5),
