@@ -25,7 +25,7 @@ class CudaEventTimer:
     ValueError naming ``stream`` or ``device``, NoDriverError without a CUDA driver.
 
     Any object with the same methods can stand in for it (``benchmark(timer=...)``): flush(), start(), stop(),
-    synchronize(), elapsed_ms() (the GPU milliseconds of every sample since construction, in order) and host_ns().
+    synchronize(), elapsed_ms() (the GPU milliseconds of every sample since the last call, in order) and host_ns().
     """
 
     __module__ = "jitbridge"
@@ -70,9 +70,12 @@ class CudaEventTimer:
         self._timer.synchronize()
 
     def elapsed_ms(self):
-        """Waits for the last end event and returns every sample's GPU milliseconds, in order (a list). A fault in
-        the timed work raises here (DriverError)."""
-        return self._timer.elapsed_ms()
+        """Waits for the last end event and returns the GPU milliseconds of every sample since the last call (or
+        since construction), in order (a list); the timer can then take new samples (a timer passed to several
+        benchmark() calls). A fault in the timed work raises here (DriverError)."""
+        ms = self._timer.elapsed_ms()
+        self._timer.clear()
+        return ms
 
     @staticmethod
     def host_ns():

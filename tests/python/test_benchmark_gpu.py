@@ -76,6 +76,11 @@ def test_comparison_of_a_full_and_a_half_copy(gpu, torch, copy4):
     assert 0.3 < c.ratio("half") < 0.75, str(c)  # half the bytes: about half the time
     assert "time vs full" in str(c) and "<table" in c._repr_html_()
     assert torch.equal(y, x)
+    # One CudaEventTimer for two calls: each call reads its own samples.
+    timer = jitbridge.CudaEventTimer(args=(x,))
+    one = jitbridge.benchmark(lambda: copy4(grid, block, (x, y, n // 4)), n_warmup=1, n_repeat=5, timer=timer)
+    two = jitbridge.benchmark(lambda: copy4(grid, block, (x, y, n // 8)), n_warmup=1, n_repeat=7, timer=timer)
+    assert len(one.gpu_ms) == 5 and len(two.gpu_ms) == 7 and two.median_ms < one.median_ms
 
 
 def test_the_stream_timed(gpu, torch, copy4):
