@@ -1,6 +1,9 @@
 """_table.py — shared helpers for the bench scripts: which jitbridge to measure (build tree or installed), timing,
 printing tables."""
+import datetime
+import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -36,7 +39,9 @@ def use_jitbridge():
     except ImportError as e:
         raise ImportError(f"jitbridge is neither built in {build_dir()} nor installed for {sys.executable}: {e}")
     where = "build tree" if d else "installed package"
-    return f"jitbridge {jitbridge.__version__} ({where}: {os.path.dirname(jitbridge.__file__)})"
+    line = f"jitbridge {jitbridge.__version__} ({where}: {os.path.dirname(jitbridge.__file__)})"
+    _JSON_META["jitbridge"] = line
+    return line
 
 
 def cpp_bench(name):
@@ -74,7 +79,9 @@ def median_us(fn, repeat=15, number=1):
     return statistics.median(samples)
 
 
-def print_table(title, headers, rows):
+def print_table(title, headers, rows, key=None):
+    """Prints a table; with JITBRIDGE_BENCH_JSON=path also records it in that JSON file (record_table), under `key`
+    (a stable name for bench/plot.py; default: one made from the title), after printing it."""
     widths = [max(len(str(r[i])) for r in [headers] + rows) for i in range(len(headers))]
     line = "  ".join("-" * w for w in widths)
     print(f"\n{title}")
@@ -84,9 +91,62 @@ def print_table(title, headers, rows):
     for r in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
     print(line)
+    record_table(title, headers, rows, key)
 
 
 def fmt_us(us):
     if us is None:
         return "n/a"
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.2f} us"
+
+
+# ---- the tables as JSON (JITBRIDGE_BENCH_JSON=path), for bench/plot.py --------------------------------------------
+
+JSON_FORMAT = "jitbridge-bench-tables/1"
+_JSON_META = {}
+
+
+def table_key(title):
+    """A key made from a title: lower case words joined by '_' (numbers dropped, so that it stays stable)."""
+    words = re.findall(r"[a-z]+", title.lower())
+    return "_".join(words[:8]) or "table"
+
+
+def _device_name():
+    jb = sys.modules.get("jitbridge")
+    try:
+        devices = jb.driver_info()["devices"] if jb else []
+        return devices[0]["name"] if devices else None
+    except Exception:  # no driver: the tables are still recorded
+        return None
+
+
+def record_table(title, headers, rows, key=None, path=None):
+    """Adds a table to the JSON file `path` (default: $JITBRIDGE_BENCH_JSON; nothing is done when neither is set).
+    The file holds {"format", "tables": [{"key", "title", "headers", "rows" (cells as printed, str), "script",
+    "jitbridge", "device", "time"}]}; a table whose key is already there replaces it, others are appended, so that
+    several bench scripts fill one file. Raises ValueError naming the file when it exists but is not such a file."""
+    path = path or os.environ.get("JITBRIDGE_BENCH_JSON")
+    if not path:
+        return None
+    data = {"format": JSON_FORMAT, "tables": []}
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        with open(path, encoding="utf-8") as f:
+            try:
+                data = json.load(f)
+            except ValueError as e:
+                raise ValueError(f"JITBRIDGE_BENCH_JSON={path}: not a JSON file ({e}); remove it or name another")
+        if not isinstance(data, dict) or data.get("format") != JSON_FORMAT or not isinstance(data.get("tables"), list):
+            raise ValueError(f"JITBRIDGE_BENCH_JSON={path}: not a jitbridge bench file (format {JSON_FORMAT!r})")
+    key = key or table_key(title)
+    entry = {"key": key, "title": title, "headers": [str(h) for h in headers],
+             "rows": [[str(c) for c in r] for r in rows], "script": os.path.basename(sys.argv[0] or "?"),
+             "jitbridge": _JSON_META.get("jitbridge"), "device": _device_name(),
+             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    data["tables"] = [t for t in data["tables"] if t.get("key") != key] + [entry]
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)  # whole or not at all
+    return entry

@@ -231,12 +231,12 @@ def main():
     rows.append(["same compile again in one process, Python", fmt_us(py_mem), "",
                  "< 5 us " + ("ok" if py_mem < 5 else "MISSED")])
     print_table("Compile path (medians; fresh-process rows over 5-15 processes)",
-                ["measurement", "time", "ratio", "goal"], rows)
+                ["measurement", "time", "ratio", "goal"], rows, key="compile_path")
     if "heavy_cub_direct_1" in c:
         print_table("Heavy headers: five distinct kernels compiled one after the other in a fresh process (medians over "
                     "JITBRIDGE_BENCH_HEAVY_ROUNDS processes; ratios against NVRTC direct on the same kernel)",
                     ["kernel", "NVRTC direct", "jitbridge, PCH off", "jitbridge, automatic PCH", "CuPy RawKernel",
-                     "cuda.core Program", "goal"], heavy_table(c))
+                     "cuda.core Program", "goal"], heavy_table(c), key="compile_heavy")
     else:
         print("(the heavy-header table is n/a: it needs the C++ bench)")
 

@@ -134,7 +134,7 @@ def main():
 
     dev = info["devices"][0]
     print_table(f"jitbridge interop on {dev['name']} (torch {torch.__version__}, CuPy {cp.__version__})",
-                ["what", "per call", "goal", "note"], rows)
+                ["what", "per call", "goal", "note"], rows, key="interop")
 
 
 if __name__ == "__main__":

@@ -172,16 +172,16 @@ def main():
             phases[name] = min(phases.get(name, 1e9), us)
         torch.cuda.synchronize()
     print_table("jitbridge's Python launch path, 4 torch tensors + int: each phase alone in a C++ loop (us per call)",
-                ["phase", "us"], [[name, f"{us:.4f}"] for name, us in phases.items()])
+                ["phase", "us"], [[name, f"{us:.4f}"] for name, us in phases.items()], key="launch_phases")
     steps = cpp_steps()
     if steps is None:
         print("\n(jitbridge's C++ launch table: n/a, the C++ benches are not built; bash scripts/setup builds them)")
     else:
         print_table("jitbridge's C++ launch, separate process (us per call; step_* rows: each step alone)",
-                    ["measurement", "us"], [[k, f"{v:.4f}"] for k, v in steps.items()])
+                    ["measurement", "us"], [[k, f"{v:.4f}"] for k, v in steps.items()], key="launch_cpp")
     print_table(f"Host time per launch, grid 1 x block 32: median over {ROUNDS} round-robin rounds of {BATCH} "
                 f"launches; net = minus the Python loop harness ({harness:.3f} us)",
-                ["launch", "us", "net us", "net vs raw", "goal"], table)
+                ["launch", "us", "net us", "net vs raw", "goal"], table, key="launch_host")
     if TORCH_FLOOR in med:
         floor_net = med[TORCH_FLOOR] - harness
         budget = (GOALS["jitbridge, 4 torch tensors + int"] - 1) * raw

@@ -96,7 +96,7 @@ def main():
     rows = [(label, fmt_us(us), fmt_us(core.get(label)), fmt_us(cp.get(label))) for label, us in ours.items()]
     nvjitlink = jb._core._cuda_search()["nvjitlink"]
     print_table(f"Linking ({arch}; medians of {REPEAT}; nvJitLink {nvjitlink['version']} at {nvjitlink['path']})",
-                ["step", "jitbridge", "cuda.core Linker", "CuPy RawKernel(-dc)"], rows)
+                ["step", "jitbridge", "cuda.core Linker", "CuPy RawKernel(-dc)"], rows, key="link")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ from ._core import (
 )
 from ._core import ArrayView, Tensor, as_array, empty, empty_like, from_ptr, zeros
 from ._kernels import RawKernel, RawModule
+from ._benchmark import CudaEventTimer, benchmark
+from ._benchmark_result import BenchmarkResult, Comparison
 from . import _core, _cuda_search
 from ._bounded import bound_methods as _bound_methods, bounded as _bounded
 
@@ -117,4 +119,8 @@ __all__ = [
     "empty",
     "zeros",
     "empty_like",
+    "benchmark",
+    "BenchmarkResult",
+    "Comparison",
+    "CudaEventTimer",
 ]

@@ -11,6 +11,10 @@ binds ``saxpy`` (a jitbridge.RawKernel) in the notebook. Options: ``--arch`` (de
 variable to bind; needed when NAME is not a Python name), ``--quiet`` (no summary line). A compile error raises
 jitbridge.CompileError, whose message shows the offending line with a caret. Re-running an unchanged cell is served
 by jitbridge's kernel cache (the summary line says where the kernel came from and how long it took).
+
+Loading the extension also shows jitbridge's CompileError (the source line, the error's column highlighted, the NVRTC
+log folded) and launch-argument errors (the kernel and the parameter) as HTML above the usual traceback in a
+notebook; a terminal IPython shows the plain-text message as before.
 """
 
 import argparse
@@ -100,3 +104,7 @@ def load_ipython_extension(ipython):
 
     cuda_kernel.__doc__ = cuda_kernel_magic.__doc__ + "\n" + __doc__
     ipython.register_magic_function(cuda_kernel, magic_kind="cell", magic_name="cuda_kernel")
+    # CompileError and launch-argument errors as HTML in a notebook (jitbridge/_richerrors.py).
+    from ._richerrors import install
+
+    install(ipython)

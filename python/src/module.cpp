@@ -18,5 +18,6 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_kernels(m);
   jp::launch_profile::bind(m);
   jp::bind_internals(m);
+  jp::bind_event_timer(m);
   jp::install_warning_handler();
 }
