@@ -43,9 +43,15 @@ class _Shown:
 
 
 def _top_level_split(text):
-    parts, depth, start = [], 0, 0
+    # At the commas outside brackets and quotes (a default can be "(1, 2)" or 'a, b').
+    parts, depth, start, quote = [], 0, 0, None
     for i, c in enumerate(text):
-        if c in "([{":
+        if quote:
+            if c == quote and text[i - 1] != "\\":
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
