@@ -4,7 +4,7 @@ import os
 import typing
 
 from . import _core
-from ._core import ArrayView, Program
+from ._core import ArrayView, Program, Resources, Signature
 
 # A grid, block or cluster: an int or up to 3 ints.
 _Dim = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
@@ -36,8 +36,17 @@ class RawKernel(_core._Kernel):
         programmatic_dependent: bool = ...,
         check_args: bool = ...,
     ) -> None: ...
+    def __getitem__(self, config: _Dim | tuple[typing.Any, ...]) -> _core._Configured: ...
     @property
     def program(self) -> Program | None: ...
+    # The compiled _Kernel's properties, typed more precisely than the generated stub can (None for kernels
+    # from files).
+    @property
+    def signature(self) -> Signature | None: ...
+    @property
+    def resources(self) -> Resources | None: ...
+    @property
+    def attributes(self) -> dict[str, int]: ...
     @property
     def num_regs(self) -> int: ...
     @property

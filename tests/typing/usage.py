@@ -28,6 +28,11 @@ def launch(n: int) -> None:
     jitbridge.synchronize()
     view: jitbridge.ArrayView = jitbridge.as_array(x)
     print(view.shape, view.dtype, kernel.num_regs)
+    resources = kernel.resources
+    if resources is not None and kernel.signature is not None:
+        print(resources.registers + len(kernel.signature), kernel.attributes["num_regs"] + 1)
+    blocks: int = kernel.max_active_blocks_per_sm(256)
+    print(blocks)
 
 
 def module_of(path: str) -> list[str]:
