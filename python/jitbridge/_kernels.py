@@ -153,7 +153,8 @@ class RawModule:
 
     @classmethod
     def from_program(cls, program):
-        """A module of an already compiled or linked Program (``jitbridge.link(...)``'s result, say)."""
+        """A module of an already compiled or linked Program (``jitbridge.link(...)``'s result, say),
+        sharing its binary (the module keeps the Program alive). TypeError when program is not a Program."""
         return cls._from_core(_core._Module(program))
 
     def kernel_names(self):
@@ -163,7 +164,9 @@ class RawModule:
     def get_function(self, name):
         """The kernel called ``name`` (a name expression for templates) as a RawKernel, which keeps
         this module alive; the same object for the same name. Raises KeyError listing the module's
-        kernels when there is none, TypeError when name is not a str."""
+        kernels when there is none, TypeError when name is not a str. A module from a file knows its
+        kernels only once loaded: there the name is looked up at the kernel's first use on a device
+        (a launch, attributes), which raises IndexError listing the kernels when there is none."""
         if not isinstance(name, str):
             raise TypeError(f"name: expected str, got {type(name).__name__}")
         k = self._functions.get(name)

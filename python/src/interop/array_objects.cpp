@@ -194,7 +194,10 @@ or BufferError (consumed or refused DLPack capsules, masks), each naming the pro
 shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
 (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
 C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
-ready on (None: the legacy default stream). jitbridge does not free the memory.)");
+ready on (None: the legacy default stream). jitbridge does not free the memory: keep it valid
+while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
+device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
+device or strides (each naming the argument).)");
 }
 
 }  // namespace jitbridge::python
