@@ -73,7 +73,9 @@ _core._inherit_vectorcall(RawKernel, _core._Kernel)
 
 
 def _attribute(name):
-    return property(lambda self: self.attributes[name], doc=f"The driver's {name} for this kernel on the current device.")
+    return property(lambda self: self.attributes[name],
+                    doc=f"The driver's {name} for this kernel on the current device (attributes['{name}']: an int; "
+                        "loads the module there on first use; NoDriverError without a driver).")
 
 
 for _name in ("num_regs", "max_threads_per_block", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
