@@ -235,7 +235,8 @@ def test_kernel_stubs_name_every_public_member():
     _, kernels = _stub_names(SOURCE_PACKAGE / "_kernels.pyi")
     _, core = _stub_names(SOURCE_PACKAGE / "_core.pyi")
     raw_kernel = _class_members(kernels["RawKernel"]) | _class_members(core["_Kernel"])
-    for cls, stubbed in ((jitbridge.RawKernel, raw_kernel), (jitbridge.RawModule, _class_members(kernels["RawModule"]))):
+    raw_module = _class_members(kernels["RawModule"])
+    for cls, stubbed in ((jitbridge.RawKernel, raw_kernel), (jitbridge.RawModule, raw_module)):
         public = {n for n in dir(cls) if not n.startswith("_")}
         assert not public - stubbed, f"{cls.__name__}: the stub lacks {sorted(public - stubbed)}"
 

@@ -109,8 +109,9 @@ void bind_program(py::module_& m) {
                                 p.align));
       }), "<Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.");
 
-  public_class(py::class_<Signature>(m, "Signature", "A kernel's parameters, a read-only sequence of Param (len(), iteration, "
-                                                      "indexing). str() gives '(float const*, __half*, int)'."))
+  public_class(py::class_<Signature>(
+      m, "Signature", "A kernel's parameters, a read-only sequence of Param (len(), iteration, indexing). str() gives "
+                      "'(float const*, __half*, int)'."))
       .def_property_readonly("params", initialised([](const Signature& s) { return params_of(s); }),
                              "The parameters, as a tuple of Param.")
       .def("__str__", initialised([](const Signature& s) { return text(s.to_string()); }),
