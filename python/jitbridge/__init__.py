@@ -70,6 +70,10 @@ cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driv
     _bounded(f) for f in (cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driver_info,
                           synchronize))
 as_array, from_ptr, empty, zeros, empty_like = (_bounded(f) for f in (as_array, from_ptr, empty, zeros, empty_like))
+link = _bounded(link)
+# pybind11 names link's *args "args"; the docstring calls them inputs.
+link.__signature__ = link.__signature__.replace(parameters=[
+    p.replace(name="inputs") if p.kind is p.VAR_POSITIONAL else p for p in link.__signature__.parameters.values()])
 _bound_methods(Program, ("kernel", "lowered_name"))
 _bound_methods(Resources, ("as_dict",))
 _bound_methods(_core._Kernel, ("max_active_blocks_per_sm", "suggest_block_size"))
@@ -83,8 +87,11 @@ def load_ipython_extension(ipython):
     load(ipython)
 
 
-# Show the compiled classes as jitbridge.Program & co. (help(), reprs of the types).
-for _cls in (Program, Kernel, Signature, Param, Resources, ArrayView, Tensor):
+# Show the compiled classes and functions as jitbridge.Program & co. (help(), reprs of the types; the classes are
+# named so from the start, for the signatures in the docstrings: python/src/bindings.hpp, public_class).
+for _cls in (Program, Kernel, Signature, Param, Resources, ArrayView, Tensor, cache_info, cache_clear, nvrtc_version,
+             default_arch, toolkit_include_dirs, driver_info, synchronize, as_array, from_ptr, empty, zeros,
+             empty_like, link):
     _cls.__module__ = __name__
 del _cls
 

@@ -36,6 +36,14 @@ class RawKernel(_core._Kernel):
 
     def __init__(self, code, name, options=(), name_expressions=None, *, headers=None, include_paths=(),
                  arch=None, program_name="kernel.cu", check_args=True):
+        """Compiles ``code`` (through the kernel cache) and picks the kernel called ``name``.
+
+        code, options, name_expressions, headers, include_paths, arch and program_name are compile()'s (arch
+        None: the current GPU's); name is the kernel's name, or a name expression for a template. check_args sets
+        the check_args attribute. Raises CompileError for errors in the source, KeyError (listing the kernels there
+        are) when ``name`` is not one of them, TypeError/ValueError for malformed arguments. No GPU work happens
+        here: the module is loaded on a device at the kernel's first launch there.
+        """
         # options and name_expressions go to compile() as given: it refuses a bare str (which
         # tuple() would split into characters) and names the argument in every error.
         exprs = name_expressions if name_expressions is not None else ()
@@ -65,7 +73,9 @@ _core._inherit_vectorcall(RawKernel, _core._Kernel)
 
 
 def _attribute(name):
-    return property(lambda self: self.attributes[name], doc=f"The driver's {name} for this kernel on the current device.")
+    return property(lambda self: self.attributes[name],
+                    doc=f"The driver's {name} for this kernel on the current device (attributes['{name}']: an int; "
+                        "loads the module there on first use; NoDriverError without a driver).")
 
 
 for _name in ("num_regs", "max_threads_per_block", "shared_size_bytes", "const_size_bytes", "local_size_bytes",
@@ -80,10 +90,23 @@ class RawModule:
     ``RawModule(code=source, options=..., name_expressions=[...])`` compiles through the cache;
     ``RawModule(path="kernels.cubin")`` loads a binary (its kernels have no signatures, so their
     arguments are packed by the sizes the driver reports, without type checks).
+
+    The module owns its binary; kernels and globals taken from it keep it alive. It is loaded on a
+    device (cuLibraryLoadData) at the first launch or get_global() there, never on a stream.
+    repr(): ``RawModule(kernels=['saxpy'], arch='sm_90', origin='disk')`` for compiled code (origin:
+    'compiled', 'memory' or 'disk', where the program came from), ``RawModule(path='k.cubin',
+    image_bytes=9216)`` for a file.
     """
 
     def __init__(self, code=None, path=None, options=(), name_expressions=None, *, headers=None,
                  include_paths=(), arch=None, program_name="kernel.cu", check_args=True):
+        """Compiles ``code`` (compile()'s other arguments as there) or reads the binary at ``path``.
+
+        Give exactly one of code and path (TypeError otherwise). check_args is the check_args of the kernels
+        get_function() hands out. Raises CompileError for errors in the source; FileNotFoundError for a missing
+        path, ValueError for one that is not a .cubin, .ptx or .fatbin file or is empty. A file is read here and
+        checked by the driver at its first load.
+        """
         if (code is None) == (path is None):
             raise TypeError("RawModule: give exactly one of code= and path=")
         if code is not None:
@@ -100,6 +123,7 @@ class RawModule:
                 raise ValueError(f"path: expected a .cubin, .ptx or .fatbin file, got {path!r}")
             with open(path, "rb") as f:
                 self._module = _core._Module._from_image(f.read())
+        self._path = path
         self._functions = {}
         self._check_args = bool(check_args)
 
@@ -107,6 +131,7 @@ class RawModule:
     def _from_core(cls, module_core, check_args=True):
         self = cls.__new__(cls)
         self._module = module_core
+        self._path = None
         self._functions = {}
         self._check_args = bool(check_args)
         return self
@@ -117,20 +142,33 @@ class RawModule:
 
     @property
     def program(self):
+        """The compiled Program (binary, log, kernels, origin), or None for a module loaded from a file."""
         return self._module.program
+
+    def __repr__(self):
+        program = self._module.program
+        if program is not None:
+            kernels = [k.name for k in program.kernels]
+            return f"{type(self).__name__}(kernels={kernels!r}, arch={program.arch!r}, origin={program.origin!r})"
+        where = f"path={self._path!r}, " if getattr(self, "_path", None) else ""
+        return f"{type(self).__name__}({where}image_bytes={len(self._module._image or b'')})"
 
     @classmethod
     def from_program(cls, program):
-        """A module of an already compiled or linked Program (``jitbridge.link(...)``'s result, say)."""
+        """A module of an already compiled or linked Program (``jitbridge.link(...)``'s result, say),
+        sharing its binary (the module keeps the Program alive). TypeError when program is not a Program."""
         return cls._from_core(_core._Module(program))
 
     def kernel_names(self):
-        """The names get_function() takes."""
+        """The names get_function() takes, as a new list (a file's module is loaded on the current device)."""
         return list(self._module.kernel_names())
 
     def get_function(self, name):
-        """The kernel called ``name`` (a name expression for templates) as a RawKernel.
-        Raises KeyError listing the module's kernels when there is none."""
+        """The kernel called ``name`` (a name expression for templates) as a RawKernel, which keeps
+        this module alive; the same object for the same name. Raises KeyError listing the module's
+        kernels when there is none, TypeError when name is not a str. A module from a file knows its
+        kernels only once loaded: there the name is looked up at the kernel's first use on a device
+        (a launch, attributes), which raises IndexError listing the kernels when there is none."""
         if not isinstance(name, str):
             raise TypeError(f"name: expected str, got {type(name).__name__}")
         k = self._functions.get(name)
@@ -142,7 +180,9 @@ class RawModule:
 
     def get_global(self, name):
         """A ``__device__`` or ``__constant__`` variable as a uint8 ArrayView of its bytes on the
-        current device (it keeps this module alive). Raises KeyError when there is none."""
+        current device (it keeps this module alive; loads the module there first). Writing it is
+        ordinary device memory traffic: order it on the stream of the launches that read it.
+        Raises KeyError when there is none, NoDriverError without a driver."""
         from . import from_ptr
 
         try:

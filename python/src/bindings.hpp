@@ -36,6 +36,15 @@ std::string type_name(py::handle obj);
 // jitbridge's included) and returns nullptr. For raw C-API entry points, which must not let exceptions out.
 PyObject* translate_current_exception();
 
+// `cls`, a class of the public API, named jitbridge.<Name> (the package re-exports it) from the start: the
+// signatures pybind11 writes into the docstrings of everything bound after it (what help() and the stubs
+// show) then name jitbridge.Program, not jitbridge._core.Program.
+template <class Cls>
+Cls public_class(Cls cls) {
+  cls.attr("__module__") = "jitbridge";
+  return cls;
+}
+
 void bind_errors(py::module_& m);       // errors.cpp
 void bind_program(py::module_& m);      // program.cpp
 void bind_compile(py::module_& m);      // compile.cpp

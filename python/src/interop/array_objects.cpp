@@ -124,40 +124,55 @@ ArrayViewObject from_ptr(py::handle ptr_obj, py::handle shape_obj, py::handle dt
 }  // namespace
 
 void bind_arrays(py::module_& m) {
-  py::class_<ArrayViewObject> cls(m, "ArrayView", py::is_final(), R"(A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
+  auto cls = public_class(py::class_<ArrayViewObject>(m, "ArrayView", py::is_final(), R"(A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
 
 It keeps the producer alive: the object it was made from (or from_ptr's owner) and, for
 DLPack producers, the DLPack tensor, whose deleter runs once when the view goes. Fields:
 ptr (int, address of element 0), shape, strides (in elements), dtype (str), device
 ('cuda:0', 'cpu'), readonly, stream (the consumer stream the view was made for, as the
-array API writes it: 1 is the legacy default stream, 2 the per-thread one).)");
+array API writes it: 1 is the legacy default stream, 2 the per-thread one). jitbridge never
+frees the memory it views. Made by as_array() and from_ptr() only.)"));
   register_array_view_type(reinterpret_cast<PyTypeObject*>(cls.ptr()));
-  cls.def_property_readonly("ptr", [](const ArrayViewObject& v) { return reinterpret_cast<std::uintptr_t>(v.view.ptr()); })
-      .def_property_readonly("shape", [](const ArrayViewObject& v) { return to_tuple(v.view.shape); })
+  cls.def_property_readonly("ptr", [](const ArrayViewObject& v) { return reinterpret_cast<std::uintptr_t>(v.view.ptr()); },
+                            "The address of element 0 (an int; device memory unless device is 'cpu').")
+      .def_property_readonly("shape", [](const ArrayViewObject& v) { return to_tuple(v.view.shape); },
+                             "The shape, a tuple of ints.")
       .def_property_readonly("strides", [](const ArrayViewObject& v) { return to_tuple(v.view.strides); },
                              "Strides in elements (not bytes), as the producer gave them (negative ones too).")
-      .def_property_readonly("dtype", [](const ArrayViewObject& v) { return dtype_name(v.view.dtype); })
-      .def_property_readonly("device", [](const ArrayViewObject& v) { return device_name(v.view.device); })
-      .def_property_readonly("readonly", [](const ArrayViewObject& v) { return v.view.readonly; })
-      .def_property_readonly("stream", [](const ArrayViewObject& v) { return stream_value(v.stream); })
-      .def_property_readonly("ndim", [](const ArrayViewObject& v) { return v.view.ndim(); })
-      .def_property_readonly("size", [](const ArrayViewObject& v) { return v.view.size(); })
-      .def_property_readonly("itemsize", [](const ArrayViewObject& v) { return itemsize(v.view.dtype); })
+      .def_property_readonly("dtype", [](const ArrayViewObject& v) { return dtype_name(v.view.dtype); },
+                             "The element type's name: 'float32', 'bfloat16', 'int8', 'bool', ...")
+      .def_property_readonly("device", [](const ArrayViewObject& v) { return device_name(v.view.device); },
+                             "Where the memory is: 'cuda:N' or 'cpu'.")
+      .def_property_readonly("readonly", [](const ArrayViewObject& v) { return v.view.readonly; },
+                             "Whether the producer marked it read-only (launches then take it only into const "
+                             "pointees).")
+      .def_property_readonly("stream", [](const ArrayViewObject& v) { return stream_value(v.stream); },
+                             "The consumer stream the view was made for, as the array API writes it (1: the legacy "
+                             "default stream, 2: the per-thread one, else the handle).")
+      .def_property_readonly("ndim", [](const ArrayViewObject& v) { return v.view.ndim(); }, "len(shape).")
+      .def_property_readonly("size", [](const ArrayViewObject& v) { return v.view.size(); },
+                             "The number of elements (the product of shape).")
+      .def_property_readonly("itemsize", [](const ArrayViewObject& v) { return itemsize(v.view.dtype); },
+                             "Bytes per element.")
       .def_property_readonly("nbytes", [](const ArrayViewObject& v) { return v.view.nbytes(); },
                              "size * itemsize, as NumPy counts it (a broadcast view counts every element).")
-      .def_property_readonly("is_c_contiguous", [](const ArrayViewObject& v) { return v.view.is_c_contiguous(); })
+      .def_property_readonly("is_c_contiguous", [](const ArrayViewObject& v) { return v.view.is_c_contiguous(); },
+                             "Whether the elements are dense and row-major (strides as NumPy's C order).")
       .def_property_readonly("obj", [](const ArrayViewObject& v) { return v.keepalive; },
                              "The object the view keeps alive (as_array's argument, from_ptr's owner), or None.")
       .def("__dlpack_device__",
            [](const ArrayViewObject& v) {
              return py::make_tuple(static_cast<int>(v.view.device.device_type), v.view.device.device_id);
-           })
+           },
+           "(device_type, device_id) as DLPack numbers them: (2, N) for cuda:N, (1, 0) for the CPU.")
       .def("__dlpack__", &view_dlpack_export, py::kw_only(), py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
            "Export the viewed memory (no copy; copy=True raises BufferError). The exported tensor keeps this "
            "view, and so its producer, alive; `stream` waits for the view's stream.")
-      .def_property_readonly("__cuda_array_interface__", &view_cai_export)
-      .def("__repr__", &view_repr);
+      .def_property_readonly("__cuda_array_interface__", &view_cai_export,
+                             "The CUDA array interface (v3) of the viewed memory, for Numba and CuPy; its 'stream' "
+                             "is the view's stream.")
+      .def("__repr__", &view_repr, "The shape, dtype, device and address.");
 
   m.def("as_array", &as_array, py::arg("obj"), py::arg("stream") = py::none(),
         R"(A jitbridge.ArrayView of `obj` (no copy), for work on the consumer stream.
@@ -179,7 +194,10 @@ or BufferError (consumed or refused DLPack capsules, masks), each naming the pro
 shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
 (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
 C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
-ready on (None: the legacy default stream). jitbridge does not free the memory.)");
+ready on (None: the legacy default stream). jitbridge does not free the memory: keep it valid
+while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
+device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
+device or strides (each naming the argument).)");
 }
 
 }  // namespace jitbridge::python

@@ -194,7 +194,7 @@ py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj)
 }  // namespace
 
 void bind_tensors(py::module_& m) {
-  py::class_<TensorObject> cls(m, "Tensor", py::is_final(), R"(A C-contiguous CUDA array owned by jitbridge (jitbridge.empty, zeros, empty_like).
+  auto cls = public_class(py::class_<TensorObject>(m, "Tensor", py::is_final(), R"(A C-contiguous CUDA array owned by jitbridge (jitbridge.empty, zeros, empty_like).
 
 Its memory is allocated in stream order (cuMemAllocAsync) on its stream and freed in stream order
 when the last owner lets go (this object, DLPack capsules handed out, views): work already queued
@@ -202,23 +202,31 @@ that uses it stays valid. `stream` is the stream the contents are ordered on: th
 stream, then the last stream it was handed to (a launch, or __dlpack__(stream=...)).
 Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
 cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
-without a copy.)");
+without a copy. Made by empty(), zeros() and empty_like() only.)"));
   register_tensor_type(reinterpret_cast<PyTypeObject*>(cls.ptr()));
-  cls.def_property_readonly("shape", [](const TensorObject& t) { return to_tuple(t.tensor.view().shape); })
+  cls.def_property_readonly("shape", [](const TensorObject& t) { return to_tuple(t.tensor.view().shape); },
+                            "The shape, a tuple of ints.")
       .def_property_readonly("strides", [](const TensorObject& t) { return to_tuple(t.tensor.view().strides); },
                              "Strides in elements.")
-      .def_property_readonly("dtype", [](const TensorObject& t) { return dtype_name(t.tensor.view().dtype); })
-      .def_property_readonly("device", [](const TensorObject& t) { return device_name(t.tensor.view().device); })
+      .def_property_readonly("dtype", [](const TensorObject& t) { return dtype_name(t.tensor.view().dtype); },
+                             "The element type's name: 'float32', 'bfloat16', ...")
+      .def_property_readonly("device", [](const TensorObject& t) { return device_name(t.tensor.view().device); },
+                             "'cuda:N'.")
       .def_property_readonly("ptr",
-                             [](const TensorObject& t) { return reinterpret_cast<std::uintptr_t>(t.tensor.view().ptr()); })
-      .def_property_readonly("nbytes", [](const TensorObject& t) { return t.tensor.nbytes(); })
-      .def_property_readonly("size", [](const TensorObject& t) { return t.tensor.view().size(); })
-      .def_property_readonly("ndim", [](const TensorObject& t) { return t.tensor.view().ndim(); })
-      .def_property_readonly("itemsize", [](const TensorObject& t) { return itemsize(t.tensor.view().dtype); })
+                             [](const TensorObject& t) { return reinterpret_cast<std::uintptr_t>(t.tensor.view().ptr()); },
+                             "The device address of element 0 (an int).")
+      .def_property_readonly("nbytes", [](const TensorObject& t) { return t.tensor.nbytes(); }, "size * itemsize.")
+      .def_property_readonly("size", [](const TensorObject& t) { return t.tensor.view().size(); },
+                             "The number of elements.")
+      .def_property_readonly("ndim", [](const TensorObject& t) { return t.tensor.view().ndim(); }, "len(shape).")
+      .def_property_readonly("itemsize", [](const TensorObject& t) { return itemsize(t.tensor.view().dtype); },
+                             "Bytes per element.")
       .def_property_readonly("stream", [](const TensorObject& t) { return stream_value(t.tensor.stream()); },
                              "The stream the contents are ordered on, as the array API writes it (1: the legacy "
                              "default stream, 2: the per-thread one, else the handle).")
-      .def_property_readonly("__cuda_array_interface__", &tensor_cai)
+      .def_property_readonly("__cuda_array_interface__", &tensor_cai,
+                             "The CUDA array interface (v3), for Numba and CuPy; its 'stream' is the tensor's "
+                             "stream.")
       .def("__dlpack__", &tensor_dlpack, py::kw_only(), py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
            R"(A DLPack capsule of this tensor (array API standard).
@@ -231,8 +239,9 @@ be this tensor's device (BufferError otherwise). copy=True exports a fresh copy 
 tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
 deletes it, or until the capsule itself goes if no one consumed it.)")
       .def("__dlpack_device__",
-           [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); })
-      .def("__repr__", &tensor_repr);
+           [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); },
+           "(2, N): DLPack's numbers for cuda:N.")
+      .def("__repr__", &tensor_repr, "The shape, dtype, device and address.");
 
   m.def(
       "empty",

@@ -86,7 +86,8 @@ std::string kernel_repr(const Kernel& k) {
 }  // namespace
 
 void bind_program(py::module_& m) {
-  py::class_<Param>(m, "Param", "One kernel parameter, as the compiler sees it after macros and typedefs.")
+  public_class(py::class_<Param>(m, "Param", "One kernel parameter, as the compiler sees it after macros and typedefs. "
+                                              "Read-only; made by Signature, never by hand."))
       .def_property_readonly("kind", initialised([](const Param& p) { return kind_name(p.kind); }),
                              "'pointer' or 'value'.")
       .def_property_readonly("type", initialised([](const Param& p) { return text(p.type); }),
@@ -106,44 +107,61 @@ void bind_program(py::module_& m) {
       .def("__repr__", initialised([](const Param& p) {
         return text(fmt::format("<Param {} {} size={} align={}>", kind_name(p.kind), p.spelling, p.size,
                                 p.align));
-      }));
+      }), "<Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.");
 
-  py::class_<Signature>(m, "Signature", "A kernel's parameters. str() gives '(float const*, __half*, int)'.")
+  public_class(py::class_<Signature>(
+      m, "Signature", "A kernel's parameters, a read-only sequence of Param (len(), iteration, indexing). str() gives "
+                      "'(float const*, __half*, int)'."))
       .def_property_readonly("params", initialised([](const Signature& s) { return params_of(s); }),
                              "The parameters, as a tuple of Param.")
-      .def("__str__", initialised([](const Signature& s) { return text(s.to_string()); }))
-      .def("__repr__", initialised([](const Signature& s) { return text("<Signature " + s.to_string() + ">"); }))
-      .def("__len__", initialised([](const Signature& s) { return s.params.size(); }))
-      .def("__iter__", initialised([](const Signature& s) { return py::iter(params_of(s)); }))
+      .def("__str__", initialised([](const Signature& s) { return text(s.to_string()); }),
+           "The parameter types as the compiler printed them: '(float const*, __half*, int)'.")
+      .def("__repr__", initialised([](const Signature& s) { return text("<Signature " + s.to_string() + ">"); }),
+           "<Signature (float const*, float*, int)>.")
+      .def("__len__", initialised([](const Signature& s) { return s.params.size(); }), "The number of parameters.")
+      .def("__iter__", initialised([](const Signature& s) { return py::iter(params_of(s)); }),
+           "The parameters in order, as Param.")
       .def(
           "__getitem__",
           initialised([](const Signature& s, const py::object& index) -> py::object {
             py::tuple params = params_of(s);
             return params[index];  // ints, negative ints and slices, as a tuple takes them
           }),
-          py::arg("index"));
+          py::arg("index"),
+          "The Param at `index` (negative indices count from the end), or a tuple of them for a slice. "
+          "IndexError out of range, TypeError for other index types.");
 
-  py::class_<Resources>(m, "Resources",
-                        "What ptxas reported for one kernel. known is False for PTX-only builds "
-                        "(compute_XX targets), and every count is 0 then.")
-      .def_property_readonly("known", initialised_field(&Resources::known))
-      .def_property_readonly("registers", initialised_field(&Resources::registers))
-      .def_property_readonly("barriers", initialised_field(&Resources::barriers))
-      .def_property_readonly("shared_bytes", initialised_field(&Resources::shared_bytes), "Static shared memory.")
-      .def_property_readonly("local_bytes", initialised_field(&Resources::local_bytes), "Stack frame.")
+  public_class(py::class_<Resources>(m, "Resources",
+                                     "What ptxas reported for one kernel (read-only; Kernel.resources). known is "
+                                     "False for PTX-only builds (compute_XX targets), and every count is 0 then."))
+      .def_property_readonly("known", initialised_field(&Resources::known),
+                             "Whether ptxas reported on this kernel (False for PTX-only builds).")
+      .def_property_readonly("registers", initialised_field(&Resources::registers), "Registers per thread.")
+      .def_property_readonly("barriers", initialised_field(&Resources::barriers), "Named barriers the kernel uses.")
+      .def_property_readonly("shared_bytes", initialised_field(&Resources::shared_bytes),
+                             "Static shared memory, bytes per block.")
+      .def_property_readonly("local_bytes", initialised_field(&Resources::local_bytes),
+                             "Stack frame, bytes per thread.")
       .def_property_readonly("const_bytes", initialised_field(&Resources::const_bytes),
-                             "cmem[0]: kernel parameters and constants.")
-      .def_property_readonly("spill_store_bytes", initialised_field(&Resources::spill_store_bytes))
-      .def_property_readonly("spill_load_bytes", initialised_field(&Resources::spill_load_bytes))
-      .def("as_dict", initialised([](const Resources& r) { return resources_dict(r); }), "The fields as a dict.")
+                             "cmem[0]: kernel parameters and constants, bytes.")
+      .def_property_readonly("spill_store_bytes", initialised_field(&Resources::spill_store_bytes),
+                             "Bytes of register spill stores per thread (0 when nothing spills).")
+      .def_property_readonly("spill_load_bytes", initialised_field(&Resources::spill_load_bytes),
+                             "Bytes of register spill loads per thread.")
+      .def("as_dict", initialised([](const Resources& r) { return resources_dict(r); }),
+           "The fields as a new dict (known, registers, barriers, shared_bytes, local_bytes, const_bytes, "
+           "spill_store_bytes, spill_load_bytes).")
       .def("__repr__", initialised([](const Resources& r) {
         if (!r.known) return std::string("<Resources unknown>");
         return fmt::format("<Resources regs={} smem={} lmem={} cmem={} spills={}/{} barriers={}>", r.registers,
                            r.shared_bytes, r.local_bytes, r.const_bytes, r.spill_store_bytes,
                            r.spill_load_bytes, r.barriers);
-      }));
+      }), "<Resources regs=16 smem=0 lmem=0 cmem=376 spills=0/0 barriers=1>, or <Resources unknown>.");
 
-  py::class_<KernelHandle>(m, "Kernel", "One kernel of a Program. Keeps its program alive.")
+  public_class(py::class_<KernelHandle>(m, "Kernel", "One kernel of a Program (Program.kernels, Program.kernel()): "
+                                                        "what the compiler made of it. Read-only; keeps its program "
+                                                        "alive. To launch it: RawModule.from_program(p)."
+                                                        "get_function(name)."))
       .def_property_readonly("name", initialised([](const KernelHandle& k) { return text(k.kernel->name); }),
                              "extern \"C\" kernels: their name; templates: the name expression as given; "
                              "other C++ kernels: the qualified name ('ns::scale').")
@@ -157,10 +175,15 @@ void bind_program(py::module_& m) {
             return py::cast(*k.kernel->signature);
           }),
           "The Signature, or None if the compiler could not be asked.")
-      .def_property_readonly("resources", initialised([](const KernelHandle& k) { return k.kernel->resources; }))
-      .def("__repr__", initialised([](const KernelHandle& k) { return text(kernel_repr(*k.kernel)); }));
+      .def_property_readonly("resources", initialised([](const KernelHandle& k) { return k.kernel->resources; }),
+                             "What ptxas reported (registers, shared memory, spills) as Resources.")
+      .def("__repr__", initialised([](const KernelHandle& k) { return text(kernel_repr(*k.kernel)); }),
+           "<Kernel saxpy(float const*, float*, int) regs=16>: name, signature and registers ('?' if unknown).");
 
-  py::class_<ProgramHandle>(m, "Program", "An immutable compiled program, as returned by compile().")
+  public_class(py::class_<ProgramHandle>(m, "Program", "An immutable compiled program, as returned by compile() and "
+                                                          "link(). Holds its binary and kernels; safe to share "
+                                                          "between threads. Pickles as its compile request (a "
+                                                          "linked one raises TypeError)."))
       .def_property_readonly("arch", initialised([](const ProgramHandle& h) { return text(h.program->arch); }),
                              "The target actually used: 'sm_90'.")
       .def_property_readonly("program_name", initialised([](const ProgramHandle& h) { return text(h.program_name); }),
@@ -203,7 +226,8 @@ void bind_program(py::module_& m) {
                              "What compile() was asked, as its keyword arguments (relative include paths made "
                              "absolute; arch None when defaulted), or None. Pickling keeps this.")
       .def_property_readonly("from_cache",
-                             initialised([](const ProgramHandle& h) { return h.program->origin != Origin::compiled; }))
+                             initialised([](const ProgramHandle& h) { return h.program->origin != Origin::compiled; }),
+                             "True when the program came from the memory or disk cache (origin != 'compiled').")
       .def(
           "kernel",
           initialised([](const ProgramHandle& h, const StrArg& name_obj) {
@@ -232,7 +256,7 @@ void bind_program(py::module_& m) {
         return text(fmt::format("<Program {} for {}: {} kernel{} ({}), {}>", h.program_name, p.arch,
                                 p.kernels.size(), p.kernels.size() == 1 ? "" : "s", kernel_names(p),
                                 origin_name(p.origin)));
-      }));
+      }), "<Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.");
 }
 
 }  // namespace jitbridge::python

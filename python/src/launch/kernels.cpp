@@ -232,6 +232,16 @@ CUfunction function_here(const KernelObject& k, const Device& d) {
 }  // namespace
 
 void bind_kernels(py::module_& m) {
+  // Declared before _Kernel, whose __getitem__ and _prepared return them: their signatures then name the Python types.
+  py::class_<ConfiguredKernel> configured(m, "_Configured", py::custom_type_setup([](PyHeapTypeObject* heap) {
+                                            set_up_vectorcall(heap, call_into<launch_configured>);
+                                          }),
+                                          "kernel[grid, block]: a kernel with its launch configuration; call it with "
+                                          "the kernel's arguments (keywords as for the kernel's own call).");
+  py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
+                               set_up_vectorcall(heap, call_into<prepared_entry>);
+                             }));
+
   py::class_<ModuleObject, std::shared_ptr<ModuleObject>>(m, "_Module")
       .def(py::init([](const ProgramHandle& program) {
              auto mo = std::make_shared<ModuleObject>();
@@ -257,7 +267,7 @@ void bind_kernels(py::module_& m) {
       }), "The targets whose modules are loaded so far, in the order they were built.")
       .def_property_readonly("program", initialised([](const ModuleObject& mo) -> py::object {
         return mo.program.program ? py::cast(mo.program) : py::none();
-      }))
+      }), "The compiled Program, or None for a module loaded from a file.")
       .def("kernel_names", initialised([](const ModuleObject& mo) {
         if (mo.program.program) {
           py::list out;
@@ -267,7 +277,7 @@ void bind_kernels(py::module_& m) {
         py::list out;
         for (const std::string& n : mo.loaded().kernel_names()) out.append(text(n));
         return out;
-      }))
+      }), "The kernels' names, as a new list (a file's module is loaded on the current device to list them).")
       .def("_global", initialised([](const ModuleObject& mo, const StrArg& name_obj) {
         const std::string name = text_arg(name_obj, "name");
         const Module& mod = mo.loaded();
@@ -295,16 +305,18 @@ void bind_kernels(py::module_& m) {
              return k;
            }),
            py::arg("module"), py::arg("name"))
-      .def_property_readonly("name", initialised([](const KernelObject& k) { return text(k.name); }))
+      .def_property_readonly("name", initialised([](const KernelObject& k) { return text(k.name); }),
+                             "The kernel's name: as get_function() was given it, or the C++ name the program "
+                             "lists ('ns::scale'); for a template, the name expression ('scale<float>').")
       .def_property_readonly("lowered_name", initialised([](const KernelObject& k) {
         return text(k.info ? k.info->lowered_name : k.name);
-      }))
+      }), "The symbol in the binary (mangled for C++ kernels).")
       .def_property_readonly("signature", initialised([](const KernelObject& k) -> py::object {
         return k.info && k.info->signature ? py::cast(*k.info->signature) : py::none();
-      }))
+      }), "The parameters as the compiler saw them (a Signature), or None for kernels from files.")
       .def_property_readonly("resources", initialised([](const KernelObject& k) -> py::object {
         return k.info ? py::cast(k.info->resources) : py::none();
-      }))
+      }), "What ptxas reported (Resources: registers, shared memory, spills), or None for kernels from files.")
       .def_property_readonly("_module", initialised([](const KernelObject& k) { return k.module; }))
       .def_property("check_args", initialised([](const KernelObject& k) { return k.check_args; }),
                     [](py::object self, py::handle value) {
@@ -328,7 +340,12 @@ void bind_kernels(py::module_& m) {
         }
         return out;
       }), "The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.")
-      .def_property_readonly("attributes", initialised([](const KernelObject& k) { return attributes(k); }))
+      .def_property_readonly("attributes", initialised([](const KernelObject& k) { return attributes(k); }),
+                             "The driver's cuFuncGetAttribute values for this kernel on the current device, as a "
+                             "new dict (num_regs, max_threads_per_block, shared_size_bytes, const_size_bytes, "
+                             "local_size_bytes, ptx_version, binary_version, max_dynamic_shared_size_bytes, ...). "
+                             "Loads the module there on first use; NoDriverError without a driver, DriverError "
+                             "when loading fails.")
       .def("max_active_blocks_per_sm",
            initialised([](const KernelObject& k, const IndexArg& block_size, const IndexArg& shared_mem) {
              const int threads = block_size_arg(block_size.ptr(), "block_size", 1);
@@ -339,7 +356,11 @@ void bind_kernels(py::module_& m) {
                    "cuOccupancyMaxActiveBlocksPerMultiprocessor");
              return blocks;
            }),
-           py::arg("block_size"), py::arg("shared_mem") = 0)
+           py::arg("block_size"), py::arg("shared_mem") = 0,
+           "How many blocks of `block_size` threads using `shared_mem` bytes of dynamic shared memory fit on one "
+           "multiprocessor of the current device (cuOccupancyMaxActiveBlocksPerMultiprocessor). ValueError for "
+           "block_size < 1 or shared_mem out of range, NoDriverError without a driver, DriverError if the "
+           "driver refuses.")
       .def("suggest_block_size",
            initialised([](const KernelObject& k, const IndexArg& shared_mem, const IndexArg& block_size_limit) {
              const std::size_t bytes = parse_shared_mem(shared_mem.ptr());
@@ -351,7 +372,10 @@ void bind_kernels(py::module_& m) {
                    "cuOccupancyMaxPotentialBlockSize");
              return py::make_tuple(min_grid, block);
            }),
-           py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0)
+           py::arg("shared_mem") = 0, py::arg("block_size_limit") = 0,
+           "(min_grid_size, block_size): the block size with the highest occupancy on the current device and the "
+           "grid that fills it (cuOccupancyMaxPotentialBlockSize), for `shared_mem` bytes of dynamic shared memory "
+           "per block and at most `block_size_limit` threads (0: no limit). Errors as max_active_blocks_per_sm.")
       .def("_raw_launch_batch",
            initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch,
                           bool buffer_form) {
@@ -392,24 +416,23 @@ void bind_kernels(py::module_& m) {
         ck.stream = n > 2 ? py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(t.ptr(), 2)) : py::none();
         if (n > 3) ck.config.shared_mem = parse_shared_mem(PyTuple_GET_ITEM(t.ptr(), 3));
         return ck;
-      })
+      }, py::arg("config"),
+      "kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem] (Numba's form): "
+      "the kernel with that launch configuration, to call with the kernel's arguments. grid and block are an int "
+      "or up to 3 ints; stream None means the usual choice (the first array's framework's current stream). "
+      "TypeError/ValueError for a malformed configuration.")
       .def("__repr__", initialised([](const KernelObject& k) {
         return fmt::format("<RawKernel {}{}>", k.name, k.info && k.info->signature ? k.info->signature->to_string() : "(...)");
-      }));
+      }), "<RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).");
 
-  py::class_<ConfiguredKernel>(m, "_Configured", py::custom_type_setup([](PyHeapTypeObject* heap) {
-                                 set_up_vectorcall(heap, call_into<launch_configured>);
-                               }))
-      .def_property_readonly("kernel", initialised([](const ConfiguredKernel& ck) { return ck.kernel; }))
+  configured
+      .def_property_readonly("kernel", initialised([](const ConfiguredKernel& ck) { return ck.kernel; }),
+                             "The kernel this configuration launches.")
       .def("__repr__", initialised([](const ConfiguredKernel& ck) {
         const LaunchConfig& c = ck.config;
         return fmt::format("<{}[({}, {}, {}), ({}, {}, {})]>", ck.core->name, c.grid.x, c.grid.y, c.grid.z, c.block.x,
                            c.block.y, c.block.z);
-      }));
-
-  py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
-                               set_up_vectorcall(heap, call_into<prepared_entry>);
-                             }));
+      }), "<saxpy[(4, 1, 1), (256, 1, 1)]>: the kernel's name, grid and block.");
 
   m.def("_inherit_vectorcall", &inherit_vectorcall, py::arg("cls"), py::arg("base"),
         "Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).");
@@ -436,8 +459,9 @@ void bind_kernels(py::module_& m) {
                         rc);
     }
   }, py::arg("device") = py::none(),
-     "Wait for all work on a device (default: the current one); raises LaunchError naming the last kernel "
-     "if a kernel faulted.");
+     "Wait for all work on a device (None: the current one; else an ordinal), every stream of it; the GIL is "
+     "released while waiting. Raises LaunchError naming the last kernel if a kernel faulted, TypeError/ValueError "
+     "for a device that is not an ordinal of this machine, NoDriverError without a driver.");
 }
 
 }  // namespace jitbridge::python

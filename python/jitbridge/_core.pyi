@@ -1,0 +1,726 @@
+"""
+jitbridge's compiled core: NVRTC compilation, the kernel cache and the environment. Use it through the jitbridge package.
+"""
+from __future__ import annotations
+import collections.abc
+import os
+import jitbridge
+from jitbridge import CompileError
+from jitbridge import CudaNotFoundError
+from jitbridge import DriverError
+from jitbridge import LaunchError
+from jitbridge import LinkError
+from jitbridge import NoDriverError
+from jitbridge import NvrtcError
+import typing
+__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'link', 'nvrtc_library', 'nvrtc_version', 'synchronize', 'toolkit_include_dirs', 'zeros']
+class ArrayView:
+    """
+    A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
+    
+    It keeps the producer alive: the object it was made from (or from_ptr's owner) and, for
+    DLPack producers, the DLPack tensor, whose deleter runs once when the view goes. Fields:
+    ptr (int, address of element 0), shape, strides (in elements), dtype (str), device
+    ('cuda:0', 'cpu'), readonly, stream (the consumer stream the view was made for, as the
+    array API writes it: 1 is the legacy default stream, 2 the per-thread one). jitbridge never
+    frees the memory it views. Made by as_array() and from_ptr() only.
+    """
+    def __dlpack__(self, *, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing.Any:
+        """
+        Export the viewed memory (no copy; copy=True raises BufferError). The exported tensor keeps this view, and so its producer, alive; `stream` waits for the view's stream.
+        """
+    def __dlpack_device__(self: jitbridge.ArrayView) -> tuple[int, int]:
+        """
+        (device_type, device_id) as DLPack numbers them: (2, N) for cuda:N, (1, 0) for the CPU.
+        """
+    def __repr__(self: jitbridge.ArrayView) -> str:
+        """
+        The shape, dtype, device and address.
+        """
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """
+        The CUDA array interface (v3) of the viewed memory, for Numba and CuPy; its 'stream' is the view's stream.
+        """
+    @property
+    def device(self) -> str:
+        """
+        Where the memory is: 'cuda:N' or 'cpu'.
+        """
+    @property
+    def dtype(self) -> str:
+        """
+        The element type's name: 'float32', 'bfloat16', 'int8', 'bool', ...
+        """
+    @property
+    def is_c_contiguous(self) -> bool:
+        """
+        Whether the elements are dense and row-major (strides as NumPy's C order).
+        """
+    @property
+    def itemsize(self) -> int:
+        """
+        Bytes per element.
+        """
+    @property
+    def nbytes(self) -> int:
+        """
+        size * itemsize, as NumPy counts it (a broadcast view counts every element).
+        """
+    @property
+    def ndim(self) -> int:
+        """
+        len(shape).
+        """
+    @property
+    def obj(self) -> typing.Any:
+        """
+        The object the view keeps alive (as_array's argument, from_ptr's owner), or None.
+        """
+    @property
+    def ptr(self) -> int:
+        """
+        The address of element 0 (an int; device memory unless device is 'cpu').
+        """
+    @property
+    def readonly(self) -> bool:
+        """
+        Whether the producer marked it read-only (launches then take it only into const pointees).
+        """
+    @property
+    def shape(self) -> tuple:
+        """
+        The shape, a tuple of ints.
+        """
+    @property
+    def size(self) -> int:
+        """
+        The number of elements (the product of shape).
+        """
+    @property
+    def stream(self) -> int:
+        """
+        The consumer stream the view was made for, as the array API writes it (1: the legacy default stream, 2: the per-thread one, else the handle).
+        """
+    @property
+    def strides(self) -> tuple:
+        """
+        Strides in elements (not bytes), as the producer gave them (negative ones too).
+        """
+class Kernel:
+    """
+    One kernel of a Program (Program.kernels, Program.kernel()): what the compiler made of it. Read-only; keeps its program alive. To launch it: RawModule.from_program(p).get_function(name).
+    """
+    def __repr__(self) -> str:
+        """
+        <Kernel saxpy(float const*, float*, int) regs=16>: name, signature and registers ('?' if unknown).
+        """
+    @property
+    def lowered_name(self) -> str:
+        """
+        The symbol in the binary.
+        """
+    @property
+    def name(self) -> str:
+        """
+        extern "C" kernels: their name; templates: the name expression as given; other C++ kernels: the qualified name ('ns::scale').
+        """
+    @property
+    def resources(self) -> jitbridge.Resources:
+        """
+        What ptxas reported (registers, shared memory, spills) as Resources.
+        """
+    @property
+    def signature(self) -> typing.Any:
+        """
+        The Signature, or None if the compiler could not be asked.
+        """
+class Param:
+    """
+    One kernel parameter, as the compiler sees it after macros and typedefs. Read-only; made by Signature, never by hand.
+    """
+    def __repr__(self) -> str:
+        """
+        <Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.
+        """
+    @property
+    def align(self) -> int:
+        """
+        Its alignment in the argument buffer.
+        """
+    @property
+    def is_const(self) -> bool:
+        """
+        For pointers: whether the pointee is const.
+        """
+    @property
+    def kind(self) -> str:
+        """
+        'pointer' or 'value'.
+        """
+    @property
+    def pointee_align(self) -> int:
+        """
+        For pointers: alignof the pointee (0 for void and incomplete types).
+        """
+    @property
+    def pointee_size(self) -> int:
+        """
+        For pointers: sizeof the pointee (0 for void and incomplete types).
+        """
+    @property
+    def size(self) -> int:
+        """
+        Bytes the parameter occupies in the argument buffer.
+        """
+    @property
+    def spelling(self) -> str:
+        """
+        The whole type as the compiler printed it: 'float const*'.
+        """
+    @property
+    def type(self) -> str:
+        """
+        The pointee type for pointers, else the value type, without top-level const: 'float', '__half', 'Params'.
+        """
+class Program:
+    """
+    An immutable compiled program, as returned by compile() and link(). Holds its binary and kernels; safe to share between threads. Pickles as its compile request (a linked one raises TypeError).
+    """
+    def __repr__(self) -> str:
+        """
+        <Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.
+        """
+    def kernel(self, name: str) -> jitbridge.Kernel:
+        """
+        The kernel called `name` (its name or lowered name). KeyError if there is none.
+        """
+    def lowered_name(self, name_expression: str) -> str:
+        """
+        The lowered (mangled) name of a name expression given to compile(). KeyError otherwise.
+        """
+    @property
+    def _request(self) -> typing.Any:
+        """
+        What compile() was asked, as its keyword arguments (relative include paths made absolute; arch None when defaulted), or None. Pickling keeps this.
+        """
+    @property
+    def arch(self) -> str:
+        """
+        The target actually used: 'sm_90'.
+        """
+    @property
+    def cubin(self) -> bytes:
+        """
+        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.
+        """
+    @property
+    def fatbin(self) -> bytes:
+        """
+        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.
+        """
+    @property
+    def from_cache(self) -> bool:
+        """
+        True when the program came from the memory or disk cache (origin != 'compiled').
+        """
+    @property
+    def kernels(self) -> tuple:
+        """
+        The user's kernels, as a tuple of Kernel, in binary order.
+        """
+    @property
+    def link_input(self) -> bytes:
+        """
+        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs.
+        """
+    @property
+    def link_input_kind(self) -> typing.Any:
+        """
+        'cubin', 'ltoir' or None: the kind of link_input.
+        """
+    @property
+    def linked(self) -> bool:
+        """
+        True when the binary is nvJitLink's output (a -dc/-rdc/-dlto program, or link()'s result).
+        """
+    @property
+    def log(self) -> str:
+        """
+        NVRTC's warnings ('' when there were none).
+        """
+    @property
+    def options(self) -> tuple:
+        """
+        The options NVRTC was given, in order.
+        """
+    @property
+    def origin(self) -> str:
+        """
+        'compiled', 'memory' (this process's cache) or 'disk' (the on-disk cache).
+        """
+    @property
+    def program_name(self) -> str:
+        """
+        The file name given to compile() (diagnostics refer to it).
+        """
+    @property
+    def ptx(self) -> str:
+        """
+        The PTX text when compiled with ptx=True or for a compute_XX target, else ''.
+        """
+    @property
+    def templates(self) -> tuple:
+        """
+        The template kernels the source declares, as (name, template header, example instantiation) tuples: ('scale', 'template <typename T, int N>', 'scale<float, 1>'). Each becomes a kernel only through a name expression.
+        """
+class Resources:
+    """
+    What ptxas reported for one kernel (read-only; Kernel.resources). known is False for PTX-only builds (compute_XX targets), and every count is 0 then.
+    """
+    def __repr__(self) -> str:
+        """
+        <Resources regs=16 smem=0 lmem=0 cmem=376 spills=0/0 barriers=1>, or <Resources unknown>.
+        """
+    def as_dict(self) -> dict:
+        """
+        The fields as a new dict (known, registers, barriers, shared_bytes, local_bytes, const_bytes, spill_store_bytes, spill_load_bytes).
+        """
+    @property
+    def barriers(self) -> int:
+        """
+        Named barriers the kernel uses.
+        """
+    @property
+    def const_bytes(self) -> int:
+        """
+        cmem[0]: kernel parameters and constants, bytes.
+        """
+    @property
+    def known(self) -> bool:
+        """
+        Whether ptxas reported on this kernel (False for PTX-only builds).
+        """
+    @property
+    def local_bytes(self) -> int:
+        """
+        Stack frame, bytes per thread.
+        """
+    @property
+    def registers(self) -> int:
+        """
+        Registers per thread.
+        """
+    @property
+    def shared_bytes(self) -> int:
+        """
+        Static shared memory, bytes per block.
+        """
+    @property
+    def spill_load_bytes(self) -> int:
+        """
+        Bytes of register spill loads per thread.
+        """
+    @property
+    def spill_store_bytes(self) -> int:
+        """
+        Bytes of register spill stores per thread (0 when nothing spills).
+        """
+class Signature:
+    """
+    A kernel's parameters, a read-only sequence of Param (len(), iteration, indexing). str() gives '(float const*, __half*, int)'.
+    """
+    def __getitem__(self, index: typing.Any) -> typing.Any:
+        """
+        The Param at `index` (negative indices count from the end), or a tuple of them for a slice. IndexError out of range, TypeError for other index types.
+        """
+    def __iter__(self) -> collections.abc.Iterator:
+        """
+        The parameters in order, as Param.
+        """
+    def __len__(self) -> int:
+        """
+        The number of parameters.
+        """
+    def __repr__(self) -> str:
+        """
+        <Signature (float const*, float*, int)>.
+        """
+    def __str__(self) -> str:
+        """
+        The parameter types as the compiler printed them: '(float const*, __half*, int)'.
+        """
+    @property
+    def params(self) -> tuple:
+        """
+        The parameters, as a tuple of Param.
+        """
+class Tensor:
+    """
+    A C-contiguous CUDA array owned by jitbridge (jitbridge.empty, zeros, empty_like).
+    
+    Its memory is allocated in stream order (cuMemAllocAsync) on its stream and freed in stream order
+    when the last owner lets go (this object, DLPack capsules handed out, views): work already queued
+    that uses it stays valid. `stream` is the stream the contents are ordered on: the allocation
+    stream, then the last stream it was handed to (a launch, or __dlpack__(stream=...)).
+    Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
+    cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
+    without a copy. Made by empty(), zeros() and empty_like() only.
+    """
+    def __dlpack__(self: jitbridge.Tensor, *, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing.Any:
+        """
+        A DLPack capsule of this tensor (array API standard).
+        
+        stream: the consumer's stream (None: the legacy default stream; 1 legacy, 2 per-thread, else a
+        handle; -1: no synchronisation). Unless -1, that stream waits for the tensor's stream (an event,
+        no host sync), becomes the tensor's stream, and the tensor's memory is freed only after the work
+        queued on it. max_version >= (1, 0) gives a versioned capsule, else a legacy one. dl_device must
+        be this tensor's device (BufferError otherwise). copy=True exports a fresh copy (queued on the
+        tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
+        deletes it, or until the capsule itself goes if no one consumed it.
+        """
+    def __dlpack_device__(self: jitbridge.Tensor) -> tuple[int, int]:
+        """
+        (2, N): DLPack's numbers for cuda:N.
+        """
+    def __repr__(self: jitbridge.Tensor) -> str:
+        """
+        The shape, dtype, device and address.
+        """
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """
+        The CUDA array interface (v3), for Numba and CuPy; its 'stream' is the tensor's stream.
+        """
+    @property
+    def device(self) -> str:
+        """
+        'cuda:N'.
+        """
+    @property
+    def dtype(self) -> str:
+        """
+        The element type's name: 'float32', 'bfloat16', ...
+        """
+    @property
+    def itemsize(self) -> int:
+        """
+        Bytes per element.
+        """
+    @property
+    def nbytes(self) -> int:
+        """
+        size * itemsize.
+        """
+    @property
+    def ndim(self) -> int:
+        """
+        len(shape).
+        """
+    @property
+    def ptr(self) -> int:
+        """
+        The device address of element 0 (an int).
+        """
+    @property
+    def shape(self) -> tuple:
+        """
+        The shape, a tuple of ints.
+        """
+    @property
+    def size(self) -> int:
+        """
+        The number of elements.
+        """
+    @property
+    def stream(self) -> int:
+        """
+        The stream the contents are ordered on, as the array API writes it (1: the legacy default stream, 2: the per-thread one, else the handle).
+        """
+    @property
+    def strides(self) -> tuple:
+        """
+        Strides in elements.
+        """
+class _Configured:
+    """
+    kernel[grid, block]: a kernel with its launch configuration; call it with the kernel's arguments (keywords as for the kernel's own call).
+    """
+    def __call__(self, *args, **kwargs):
+        """
+        Call self as a function.
+        """
+    def __repr__(self) -> str:
+        """
+        <saxpy[(4, 1, 1), (256, 1, 1)]>: the kernel's name, grid and block.
+        """
+    @property
+    def kernel(self) -> typing.Any:
+        """
+        The kernel this configuration launches.
+        """
+class _Kernel:
+    def __call__(self, *args, **kwargs):
+        """
+        Call self as a function.
+        """
+    def __getitem__(self, config: typing.Any) -> _Configured:
+        """
+        kernel[grid, block], kernel[grid, block, stream] or kernel[grid, block, stream, shared_mem] (Numba's form): the kernel with that launch configuration, to call with the kernel's arguments. grid and block are an int or up to 3 ints; stream None means the usual choice (the first array's framework's current stream). TypeError/ValueError for a malformed configuration.
+        """
+    def __init__(self, module: _Module, name: str) -> None:
+        ...
+    def __repr__(self) -> str:
+        """
+        <RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).
+        """
+    def _launch_phases(self, grid: typing.Any, block: typing.Any, args: tuple, n: typing.SupportsInt | typing.SupportsIndex) -> dict:
+        ...
+    def _pack(self, *args) -> list:
+        ...
+    def _prepared(self, grid: typing.Any, block: typing.Any, args: tuple) -> _Prepared:
+        """
+        Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these arguments, converted, checked and packed once (no checks per call).
+        """
+    def _raw_launch_batch(self, grid: typing.Any, block: typing.Any, args: tuple, batch: typing.SupportsInt | typing.SupportsIndex, buffer_form: bool = False) -> float:
+        """
+        Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments (converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.
+        """
+    def max_active_blocks_per_sm(self, block_size: typing.SupportsIndex, shared_mem: typing.SupportsIndex = 0) -> int:
+        """
+        How many blocks of `block_size` threads using `shared_mem` bytes of dynamic shared memory fit on one multiprocessor of the current device (cuOccupancyMaxActiveBlocksPerMultiprocessor). ValueError for block_size < 1 or shared_mem out of range, NoDriverError without a driver, DriverError if the driver refuses.
+        """
+    def suggest_block_size(self, shared_mem: typing.SupportsIndex = 0, block_size_limit: typing.SupportsIndex = 0) -> tuple[int, int]:
+        """
+        (min_grid_size, block_size): the block size with the highest occupancy on the current device and the grid that fills it (cuOccupancyMaxPotentialBlockSize), for `shared_mem` bytes of dynamic shared memory per block and at most `block_size_limit` threads (0: no limit). Errors as max_active_blocks_per_sm.
+        """
+    @property
+    def _module(self) -> _Module:
+        ...
+    @property
+    def _shortcuts(self) -> list:
+        """
+        The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.
+        """
+    @property
+    def attributes(self) -> dict:
+        """
+        The driver's cuFuncGetAttribute values for this kernel on the current device, as a new dict (num_regs, max_threads_per_block, shared_size_bytes, const_size_bytes, local_size_bytes, ptx_version, binary_version, max_dynamic_shared_size_bytes, ...). Loads the module there on first use; NoDriverError without a driver, DriverError when loading fails.
+        """
+    @property
+    def check_args(self) -> bool:
+        """
+        Whether launches check each argument against its parameter (default True). False: any array into any pointer (dtype, element count, alignment and read-only are not checked); host memory and arrays on another device are still refused. A call's check_args= overrides it.
+        """
+    @check_args.setter
+    def check_args(self, arg1: typing.Any) -> None:
+        ...
+    @property
+    def lowered_name(self) -> str:
+        """
+        The symbol in the binary (mangled for C++ kernels).
+        """
+    @property
+    def name(self) -> str:
+        """
+        The kernel's name: as get_function() was given it, or the C++ name the program lists ('ns::scale'); for a template, the name expression ('scale<float>').
+        """
+    @property
+    def resources(self) -> typing.Any:
+        """
+        What ptxas reported (Resources: registers, shared memory, spills), or None for kernels from files.
+        """
+    @property
+    def signature(self) -> typing.Any:
+        """
+        The parameters as the compiler saw them (a Signature), or None for kernels from files.
+        """
+class _Module:
+    @staticmethod
+    def _from_image(arg0: bytes) -> _Module:
+        ...
+    def __init__(self, program: jitbridge.Program) -> None:
+        ...
+    def _global(self, arg0: str) -> tuple[int, int, int]:
+        ...
+    def kernel_names(self) -> list:
+        """
+        The kernels' names, as a new list (a file's module is loaded on the current device to list them).
+        """
+    @property
+    def _image(self) -> typing.Any:
+        """
+        The bytes of a module loaded from a file (None for compiled ones); what pickling keeps.
+        """
+    @property
+    def _targets(self) -> list:
+        """
+        The targets whose modules are loaded so far, in the order they were built.
+        """
+    @property
+    def program(self) -> typing.Any:
+        """
+        The compiled Program, or None for a module loaded from a file.
+        """
+class _Prepared:
+    def __call__(self, *args, **kwargs):
+        """
+        Call self as a function.
+        """
+def _cuda_search() -> dict:
+    """
+    Where this process's CUDA components came from (runs the searches, loading NVRTC and nvJitLink, once):
+    a dict with wheel_roots, include_dirs (what every compile gets as -I) and, for each of nvrtc, nvjitlink,
+    cuda_headers, cccl_headers, libcuda, a dict: found, path, rule (what picked it: "JITBRIDGE_NVRTC",
+    "wheel nvidia-cuda-nvrtc in <site-packages>", "CUDA_HOME", "/usr/local/cuda", "loader path", ...), version,
+    note, error (an explicit setting that is wrong) and tried (the places tried before, each a dict of rule,
+    path, why). Never raises for what is missing.
+    """
+def _inherit_vectorcall(cls: typing.Any, base: typing.Any) -> None:
+    """
+    Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).
+    """
+def _launch_profile(reset: bool = False) -> typing.Any:
+    """
+    Mean ns per launch of each phase of the Python launch path, measured in place; None unless built with -DJITBRIDGE_LAUNCH_PROFILE=ON.
+    """
+def _set_wheel_roots(roots: list) -> None:
+    """
+    The <site-packages>/nvidia/cu13 directories of this environment, in sys.path order, for the CUDA search (called by jitbridge/__init__.py before anything is loaded). RuntimeError once a search ran with others.
+    """
+def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
+    """
+    A jitbridge.ArrayView of `obj` (no copy), for work on the consumer stream.
+    
+    Protocols, chosen once per type: the DLPack C exchange API (torch.Tensor), __dlpack__ (with the
+    consumer stream and max_version=(1, 0), falling back to the legacy form), __cuda_array_interface__
+    (v0 to v3), and jitbridge's own ArrayView and Tensor. Host (CPU) arrays work too; launches refuse
+    them. The consumer stream: `stream` (an int handle, or an object with __cuda_stream__, .cuda_stream or
+    .ptr) if given, else the current stream of obj's framework (torch, CuPy), else the legacy default
+    stream; the producer's work is ordered before it (events, never a host sync).
+    Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
+    or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.
+    """
+def cache_clear() -> int:
+    """
+    Remove every cache entry, in memory and on disk. Returns the number of disk entries removed. Programs already returned stay usable.
+    """
+def cache_info() -> dict:
+    """
+    The process-wide kernel cache, as a dict:
+    directory       where entries are kept on disk ($JITBRIDGE_CACHE_DIR, else $XDG_CACHE_HOME/jitbridge,
+                    else ~/.cache/jitbridge); read once, at the cache's first use in this process.
+    disk            whether the disk side is on (off with JITBRIDGE_CACHE=0 or an unusable directory).
+    entries, bytes  what the directory holds now (all processes' entries).
+    memory_entries  programs this process holds in memory.
+    """
+def compile(code: str | bytes, *, options: collections.abc.Sequence[str] = (), name_expressions: collections.abc.Sequence[str] = (), headers: collections.abc.Mapping[str, str | bytes] | None = None, include_paths: collections.abc.Sequence[str | os.PathLike[str]] = (), arch: str | collections.abc.Sequence[str] | None = None, ptx: bool = False, program_name: str = 'kernel.cu') -> jitbridge.Program:
+    """
+    Compile CUDA C++ with NVRTC, or fetch the result from the kernel cache.
+    
+    code             the source, str or bytes.
+    options          NVRTC options, e.g. ["-DN=4", "-std=c++17", "--use_fast_math"].
+    name_expressions template instantiations and other names whose lowered names are wanted,
+                     e.g. ["scale<float, 4>"]; each naming a __global__ function becomes a Kernel.
+    headers          in-memory headers: {"config.h": "#define N 4"} lets the source #include "config.h".
+    include_paths    extra include directories (str or os.PathLike).
+    arch             "sm_90", "sm_90a", "compute_90", ...; None: the current GPU's, else $JITBRIDGE_ARCH,
+                     else sm_90 (see default_arch()); kernels then build for each GPU's own architecture
+                     at their first launch there. A list (["sm_80", "sm_90", "compute_90"]): a fat binary
+                     (Program.fatbin) with one image per target, joined by nvFatbin (pip install
+                     nvidia-nvfatbin; CudaNotFoundError without it); the driver picks the image per GPU.
+    ptx              also keep the PTX text (Program.ptx).
+    program_name     the file name diagnostics refer to.
+    
+    Returns a Program. Raises CompileError for errors in the source or options, ValueError for a
+    malformed or unsupported arch, NvrtcError when NVRTC itself fails, TypeError for arguments of the
+    wrong type. The GIL is released while compiling.
+    """
+def default_arch() -> str:
+    """
+    The target compile() uses when arch is None: the current GPU's 'sm_XY' if a driver and a GPU are present, else $JITBRIDGE_ARCH, else 'sm_90'.
+    """
+def driver_info() -> dict:
+    """
+    The CUDA driver and its GPUs, as a dict:
+    found    whether a usable driver was loaded (libcuda.so.1, cuInit).
+    reason   why not, when found is False; else None.
+    version  the driver's CUDA version as an int (13000 for 13.0), or None.
+    devices  one dict per GPU: ordinal, name, compute_capability ("9.0"), arch ("sm_90"),
+             total_memory (bytes).
+    Raises DriverError if the driver fails while being asked about its devices.
+    """
+def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None) -> typing.Any:
+    """
+    An uninitialised array.
+    
+    Without `like`: a jitbridge.Tensor on `device` (None: the current CUDA device; an ordinal or
+    'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream).
+    With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
+    framework allocates it (torch's caching allocator, on torch's current stream) and an object of
+    that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
+    framework's stream. dtype: 'float32', 'bfloat16', numpy or torch dtypes...
+    Raises TypeError/ValueError for bad arguments, NoDriverError without a driver, DriverError when
+    the allocation fails.
+    """
+def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = None) -> typing.Any:
+    """
+    An uninitialised C-contiguous array with x's shape, device and dtype (or `dtype`).
+    
+    If type(x) has the DLPack exchange API (torch.Tensor), x's framework allocates it and returns its
+    own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
+    on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
+    current stream, else the legacy default stream). ValueError for host arrays of other frameworks.
+    """
+def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strides: typing.Any = None, owner: typing.Any = None, readonly: bool = False, stream: typing.Any = None) -> jitbridge.ArrayView:
+    """
+    A jitbridge.ArrayView over memory at address `ptr` (CuPy's UnownedMemory role).
+    
+    shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
+    (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
+    C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
+    ready on (None: the legacy default stream). jitbridge does not free the memory: keep it valid
+    while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
+    device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
+    device or strides (each naming the argument).
+    """
+def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing.Any = (), device_runtime: typing.Any = None) -> jitbridge.Program:
+    """
+    Link programs and device code into one Program with nvJitLink (or fetch it from the cache).
+    
+    inputs          each one of: a Program compiled with options ('-dc',) / ('-rdc=true',) or ('-dlto',)
+                    (its kernels keep their names and signatures); a path (str or os.PathLike) whose
+                    extension says the kind (.cubin, .ptx, .ltoir, .fatbin, .a, .o); a (kind, bytes) or
+                    (kind, bytes, name) tuple, kind one of 'cubin', 'ptx', 'ltoir', 'fatbin', 'library', 'object'.
+    arch            'sm_90' & co.; None: the first program's arch, else default_arch().
+    lto             link-time optimisation; None: on when an input is LTO-IR.
+    options         more nvJitLink options: ['-O3'], ['-lineinfo'], ['-maxrregcount=64'], ...
+    device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
+                    False: never.
+    
+    Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
+    demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
+    linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
+    CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.
+    """
+def nvrtc_library() -> str:
+    """
+    The NVRTC library in use: path, size and mtime (part of the cache key: two builds of one version differ). Raises CudaNotFoundError when none was found.
+    """
+def nvrtc_version() -> tuple[int, int]:
+    """
+    NVRTC's version as (major, minor). Raises CudaNotFoundError when no NVRTC 13 was found.
+    """
+def synchronize(device: typing.Any = None) -> None:
+    """
+    Wait for all work on a device (None: the current one; else an ordinal), every stream of it; the GIL is released while waiting. Raises LaunchError naming the last kernel if a kernel faulted, TypeError/ValueError for a device that is not an ordinal of this machine, NoDriverError without a driver.
+    """
+def toolkit_include_dirs() -> list:
+    """
+    The CUDA include directories added to every compile (cuda_fp16.h, cuda/std/...: from NVRTC's place, a wheel or a toolkit; see python -m jitbridge doctor); [] if none was found.
+    """
+def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None) -> typing.Any:
+    """
+    As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).
+    """
+_internals: typing.Any  # value = <capsule object "jitbridge._core._internals">
