@@ -459,6 +459,58 @@ class _Configured:
         """
         The kernel this configuration launches.
         """
+class _EventTimer:
+    """
+    Events recorded around samples on one stream (jitbridge/event_timer.hpp); used by jitbridge.benchmark. Not thread-safe.
+    """
+    def __init__(self, stream: typing.Any = None, args: tuple = (), device: typing.Any = None) -> None:
+        """
+        Raises TypeError/ValueError naming stream or device, NoDriverError without a driver.
+        """
+    def clear(self) -> None:
+        """
+        Forgets the samples (the events are reused).
+        """
+    def elapsed_ms(self) -> list[float]:
+        """
+        Waits for the last end event (the GIL released) and returns each sample's GPU milliseconds.
+        """
+    def flush_l2(self, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Writes `bytes` of a scratch buffer on the stream (cuMemsetD8Async), evicting L2.
+        """
+    def start(self) -> None:
+        """
+        Records the start event of a new sample on the stream.
+        """
+    def stop(self) -> None:
+        """
+        Records the end event of the open sample.
+        """
+    def synchronize(self) -> None:
+        """
+        Waits until the work queued on the stream is done (the GIL released).
+        """
+    @property
+    def device(self) -> int:
+        """
+        The device ordinal.
+        """
+    @property
+    def l2_cache_bytes(self) -> int:
+        """
+        The device's L2 cache size in bytes.
+        """
+    @property
+    def samples(self) -> int:
+        """
+        Completed samples since the last clear().
+        """
+    @property
+    def stream(self) -> int:
+        """
+        The stream the events are recorded on, as an int handle (1: the legacy default stream).
+        """
 class _Kernel:
     def __call__(self, *args, **kwargs):
         """

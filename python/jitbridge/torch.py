@@ -27,7 +27,7 @@ for. Kernels run on torch's current stream; outputs come from torch's caching al
 """
 
 from ._oprunner import compile_phase
-from ._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size
+from ._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size  # noqa: F401 (DTYPE_NAMES: for tests)
 
 __all__ = ["custom_op", "function", "Launch", "Output", "numel", "size", "OpDeclarationError"]
 

@@ -4,6 +4,8 @@
 #include <climits>
 #include <vector>
 
+#include <pybind11/stl.h>
+
 #include "bindings.hpp"
 #include "interop/arrays.hpp"
 #include "jitbridge/event_timer.hpp"
