@@ -51,7 +51,12 @@ def custom_op(name, *, inputs, outputs, forward, save=(), backward=(), grads=Non
     contiguous  True: tensor inputs (and incoming gradients) are made contiguous first, so kernels see dense
                 row-major memory; False: they arrive as given (use jitbridge::Tensor parameters for strides).
 
-    Raises OpDeclarationError (a ValueError) for a declaration that cannot work, ImportError without PyTorch.
+    Declaring a ``name`` this process already declared replaces the op's kernels, fake and backward (a notebook
+    cell edited and run again); every handle to the op, torch.compile graphs included, runs the new ones. The schema
+    (inputs, outputs, whether there is a backward) must stay the same.
+
+    Raises OpDeclarationError (a ValueError) for a declaration that cannot work, a re-declaration that changes the
+    schema, or a name registered by other code; ImportError without PyTorch.
     """
     spec = OpSpec(name, inputs=inputs, outputs=outputs, forward=forward, save=save, backward=backward, grads=grads,
                   scratch=scratch, check=check, contiguous=contiguous)
@@ -148,6 +153,44 @@ def _eager_test(torch, positions):
 _LIBRARIES = []  # the torch.library.Library fragments of registered ops: their registrations live as long as they do
 
 
+class _Registration:
+    """The live implementation behind an op jitbridge registered: the dispatcher's kernels for it are trampolines
+    calling the attributes here, so re-declaring the op (a notebook cell edited and run again) swaps the kernels
+    under the same registered name, and handles to the op taken before (``torch.ops.ns.name``, a model holding
+    the OpOverload, a torch.compile graph) run the new ones."""
+
+    __slots__ = ("schemas", "op", "forward", "forward_fake", "backward", "backward_fake", "autograd")
+
+    def trampolines(self):
+        """(forward, forward fake, backward, backward fake, Autograd kernel): what is registered, once."""
+        def forward(*args):
+            return self.forward(*args)
+
+        def forward_fake(*args):
+            return self.forward_fake(*args)
+
+        def backward(*args):
+            return self.backward(*args)
+
+        def backward_fake(*args):
+            return self.backward_fake(*args)
+
+        def autograd(keyset, *args):
+            return self.autograd(keyset, *args)
+
+        return forward, forward_fake, backward, backward_fake, autograd
+
+
+_REGISTERED = {}  # "namespace::name" -> _Registration, for the ops this process's declarations registered
+
+
+def _schemas(spec):
+    short = spec.name.partition("::")[2]
+    forward = short + spec.forward.schema(len(spec.outputs))
+    backward = None if spec.backward is None else short + "_backward" + spec.backward.schema(len(spec.grads))
+    return forward, backward
+
+
 def _register_custom_op(spec):
     """Registers ``spec`` with torch.library: the op (schema, the runner as its CUDA and CPU kernel, the fake), and
     with a backward the ``<name>_backward`` op the same way plus an Autograd kernel. Returns the op's OpOverload.
@@ -159,36 +202,66 @@ def _register_custom_op(spec):
     for this op: no pytree walks, and for plain CUDA tensors in eager mode it calls the compiled runners directly
     instead of going back through the dispatcher (``_eager_test``). torch.compile, opcheck and CUDA graphs see the
     same thing as for custom_op: a functional schema, a fake implementation and an autograd formula whose backward
-    calls the ``<name>_backward`` op."""
+    calls the ``<name>_backward`` op.
+
+    Declaring a name this process already declared replaces the op's kernels, fake and backward (the registered
+    kernels are trampolines into a _Registration); the schema (inputs, outputs, whether there is a backward) must
+    stay the same, else OpDeclarationError."""
     torch = _import_torch("custom_op")
     namespace, _, short = spec.name.partition("::")
-    library = torch.library.Library(namespace, "FRAGMENT")
-    _LIBRARIES.append(library)
-    ops = getattr(torch.ops, namespace)
-
-    def define(name, phase, returns):
-        try:
-            library.define(name + phase.schema(returns))
-        except RuntimeError as e:
-            if "multiple times" not in str(e):
-                raise
-            raise OpDeclarationError(f"{namespace}::{name}: an op of this name is already registered in this "
-                                     f"process (torch.library names are process-wide); choose another name, or use "
-                                     f"jitbridge.torch.function for an unregistered op") from e
-        real = _phase_runner(phase, spec.contiguous, torch, fake=False)
-        for key in ("CUDA", "CPU"):
-            library.impl(name, real, key)
-        torch.library.register_fake(f"{namespace}::{name}", _phase_runner(phase, spec.contiguous, torch, fake=True),
-                                    lib=library)
-        return getattr(ops, name).default, real
-
-    op, run_forward = define(short, spec.forward, len(spec.outputs))
+    schemas = _schemas(spec)
+    current = _REGISTERED.get(spec.name)
+    if current is not None and current.schemas != schemas:
+        def shown(pair):
+            return pair[0] + ("" if pair[1] is None else f" with backward {pair[1]}")
+        raise OpDeclarationError(f"{spec.name}: this process declared the op as {shown(current.schemas)}; a "
+                                 f"re-declaration replaces its kernels but must keep its schema, here "
+                                 f"{shown(schemas)} (torch.library cannot redefine an op): keep the inputs, outputs "
+                                 f"and backward, or choose another name")
+    fresh = current is None
+    if fresh:
+        current = _Registration()
+        current.schemas = schemas
+    # Everything the declaration makes, before anything is swapped in: a failure leaves the old op working.
+    forward = _phase_runner(spec.forward, spec.contiguous, torch, fake=False)
+    forward_fake = _phase_runner(spec.forward, spec.contiguous, torch, fake=True)
     if spec.backward is not None:
-        backward_op, _ = define(short + "_backward", spec.backward, len(spec.grads))
-        run_backward = _phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
-        library.impl(short, _autograd_kernel(spec, torch, op, run_forward, backward_op, run_backward), "Autograd",
-                     with_keyset=True)
-    return op
+        backward = _phase_runner(spec.backward, spec.contiguous, torch, fake=False)
+        backward_fake = _phase_runner(spec.backward, spec.contiguous, torch, fake=True)
+    if fresh:
+        library = torch.library.Library(namespace, "FRAGMENT")
+        ops = getattr(torch.ops, namespace)
+        t_forward, t_forward_fake, t_backward, t_backward_fake, t_autograd = current.trampolines()
+
+        def define(name, schema, real, fake):
+            try:
+                library.define(schema)
+            except RuntimeError as e:
+                if "multiple times" not in str(e):
+                    raise
+                raise OpDeclarationError(f"{namespace}::{name}: an op of this name is already registered in this "
+                                         f"process by other code than a jitbridge declaration (torch.library names "
+                                         f"are process-wide); choose another name, or use jitbridge.torch.function "
+                                         f"for an unregistered op") from e
+            for key in ("CUDA", "CPU"):
+                library.impl(name, real, key)
+            torch.library.register_fake(f"{namespace}::{name}", fake, lib=library)
+            return getattr(ops, name).default
+
+        current.op = define(short, schemas[0], t_forward, t_forward_fake)
+        if spec.backward is not None:
+            backward_op = define(short + "_backward", schemas[1], t_backward, t_backward_fake)
+            library.impl(short, t_autograd, "Autograd", with_keyset=True)
+        _LIBRARIES.append(library)
+        _REGISTERED[spec.name] = current
+    elif spec.backward is not None:
+        backward_op = getattr(getattr(torch.ops, namespace), short + "_backward").default
+    current.forward, current.forward_fake = forward, forward_fake
+    if spec.backward is not None:
+        current.backward, current.backward_fake = backward, backward_fake
+        trusted = _phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
+        current.autograd = _autograd_kernel(spec, torch, current.op, forward, backward_op, trusted)
+    return current.op
 
 
 def _autograd_kernel(spec, torch, op, run_forward, backward_op, run_backward):

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import jitbridge.torch as jt  # noqa: E402
-from jitbridge.torch import Launch  # noqa: E402
+from jitbridge.torch import Launch, Output  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "torch"
@@ -285,13 +285,63 @@ def test_bad_inputs_raise_before_any_launch(ops):
         ops.fused_bias_gelu(x.cpu(), bias.cpu())
 
 
-def test_declaring_a_registered_name_again_is_a_declaration_error(ops):
-    declaration = counted(ops.BIAS_GELU, [])
-    jt.custom_op("jitbridge_tests::declared_twice", **declaration)
-    with pytest.raises(jt.OpDeclarationError, match="jitbridge_tests::declared_twice: an op of this name is already"):
-        jt.custom_op("jitbridge_tests::declared_twice", **declaration)
-    jt.function(name="declared_twice", **declaration)  # an unregistered op: no name clash
-    jt.function(name="declared_twice", **declaration)
+SCALE_SOURCE = r'''
+extern "C" __global__ void scale_fwd(const float* x, float* y, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = FACTOR * x[i];
+}
+extern "C" __global__ void scale_bwd(const float* gy, float* gx, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) gx[i] = FACTOR * gy[i];
+}
+'''
+
+
+def scale_declaration(factor, backward=True):
+    m = jitbridge.RawModule(code=SCALE_SOURCE, options=(f"-DFACTOR={factor}.0f",))
+    grid = lambda x: (x.numel() + 255) // 256  # noqa: E731
+    declaration = dict(inputs=("x",), outputs={"y": Output(like="x")},
+                       forward=Launch(m.get_function("scale_fwd"), args=("x", "y", jt.numel("x")), grid=grid,
+                                      block=256))
+    if backward:
+        declaration.update(grads={"x": Output(like="x")},
+                           backward=Launch(m.get_function("scale_bwd"), args=("grad_y", "grad_x", jt.numel("grad_y")),
+                                           grid=lambda grad_y: (grad_y.numel() + 255) // 256, block=256))
+    return declaration
+
+
+def test_declaring_an_op_again_replaces_its_kernels(ops):
+    """A notebook cell declaring an op, edited and run again: the op (and every handle to it, compiled graphs
+    included) runs the new kernels, forward and backward; the schema must stay."""
+    first = jt.custom_op("jitbridge_tests::rescale", **scale_declaration(2))
+    x = torch.randn(1000, device="cuda", requires_grad=True)
+    grad_y = torch.randn(1000, device="cuda")
+    compiled = torch.compile(lambda t: first(t) + 1, fullgraph=True)
+    torch.testing.assert_close(first(x), 2 * x)
+    torch.testing.assert_close(compiled(x), 2 * x + 1)
+    second = jt.custom_op("jitbridge_tests::rescale", **scale_declaration(3))
+    assert second is first
+    for op in (first, torch.ops.jitbridge_tests.rescale.default, torch.ops.jitbridge_tests.rescale):
+        y = op(x)
+        torch.testing.assert_close(y, 3 * x)
+        (g,) = torch.autograd.grad(y, x, grad_y)
+        torch.testing.assert_close(g, 3 * grad_y)
+    torch.testing.assert_close(compiled(x), 3 * x + 1)
+    torch.library.opcheck(second, (torch.randn(64, device="cuda", requires_grad=True),))
+    with pytest.raises(jt.OpDeclarationError, match="must keep its schema"):
+        jt.custom_op("jitbridge_tests::rescale", **scale_declaration(4, backward=False))
+    bad = scale_declaration(5)
+    bad["inputs"] = ("x", "alpha: float")
+    with pytest.raises(jt.OpDeclarationError, match="must keep its schema"):
+        jt.custom_op("jitbridge_tests::rescale", **bad)
+    torch.testing.assert_close(first(x), 3 * x)       # a refused re-declaration leaves the op as it was
+
+
+def test_declaring_a_name_registered_by_other_code_is_a_declaration_error(ops):
+    torch.library.define("jitbridge_tests::taken(Tensor x) -> Tensor")
+    with pytest.raises(jt.OpDeclarationError, match="already registered in this process by other code"):
+        jt.custom_op("jitbridge_tests::taken", **scale_declaration(2))
+    jt.function(name="taken", **scale_declaration(2))  # an unregistered op: no name clash
 
 
 def test_function_variant_gives_the_same_results_and_gradients(ops):

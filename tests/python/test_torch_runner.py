@@ -159,3 +159,90 @@ def test_eager_test_takes_plain_cuda_tensors_only():
     assert not eager((x, 1.0, x))
     depth.update(modes=0, transforms=True)
     assert not eager((x, 1.0, x))
+
+
+class _Library:
+    """torch.library.Library's stand-in: records definitions and kernels; a second definition of a name fails as
+    torch's does."""
+
+    defined = {}
+
+    def __init__(self, namespace, kind):
+        self.namespace = namespace
+
+    def define(self, schema):
+        name = f"{self.namespace}::{schema.split('(')[0]}"
+        if name in _Library.defined:
+            raise RuntimeError(f"{name} defined multiple times")
+        _Library.defined[name] = {"schema": schema}
+
+    def impl(self, name, fn, key, with_keyset=False):
+        _Library.defined[f"{self.namespace}::{name}"][key] = fn
+
+
+def _registering_torch():
+    torch = _stand_in_torch()
+    torch.nn = types.SimpleNamespace(Parameter=_Param)
+
+    class Function:
+        @classmethod
+        def apply(cls, *args):
+            return cls.forward(types.SimpleNamespace(save_for_backward=lambda *t: None), *args)
+
+    torch.autograd = types.SimpleNamespace(Function=Function)
+    torch._C = types.SimpleNamespace(_len_torch_dispatch_stack=lambda: 0, _are_functorch_transforms_active=lambda: 0,
+                                     _AutoDispatchBelowAutograd=None, _after_autograd_keyset=None,
+                                     is_grad_enabled=lambda: False, _any_requires_grad=lambda *a: False)
+    fakes = {}
+
+    class Namespace:
+        def __getattr__(self, name):
+            return types.SimpleNamespace(default=f"OpOverload({name})")
+
+    torch.library = types.SimpleNamespace(Library=_Library, register_fake=lambda name, fn, lib: fakes.update({name: fn}))
+    torch.ops = types.SimpleNamespace(tests_redeclare=Namespace())
+    torch.fakes = fakes
+    return torch
+
+
+def test_redeclaring_an_op_swaps_what_its_registered_kernels_run(monkeypatch, kernels):
+    """With torch.library stood in: the first declaration registers trampolines, a second one with the same schema
+    swaps the runners behind them (no new registration), one changing the schema is refused and leaves the op."""
+    torch = _registering_torch()
+    monkeypatch.setattr(jt, "_import_torch", lambda what: torch)
+    monkeypatch.setattr(jt, "_REGISTERED", {})
+    monkeypatch.setattr(_Library, "defined", {})
+    launches = []
+
+    def declaration(kernel_name, backward=True):
+        d = dict(inputs=("x",), outputs={"y": Output(like="x")},
+                 forward=Launch(lambda grid, block, args, name=kernel_name: launches.append(name), args=("x", "y", 1),
+                                grid=1, block=32))
+        if backward:
+            d.update(grads={"x": Output(like="grad_y")},
+                     backward=Launch(lambda grid, block, args: launches.append("bwd"), args=("grad_y", "grad_x"),
+                                     grid=1, block=32))
+        return d
+
+    op = jt.custom_op("tests_redeclare::op", **declaration("first"))
+    registered = _Library.defined["tests_redeclare::op"]
+    cuda_kernel, autograd = registered["CUDA"], registered["Autograd"]
+    x = _FakeTensor((4,), torch.float32, CUDA)
+    cuda_kernel(x)
+    autograd(None, x)                                   # grad mode off: runs the forward below autograd
+    assert launches == ["first", "first"]
+    assert jt.custom_op("tests_redeclare::op", **declaration("second")) == op
+    assert _Library.defined["tests_redeclare::op"] is registered and registered["CUDA"] is cuda_kernel
+    launches.clear()
+    cuda_kernel(x)
+    autograd(None, x)
+    torch.fakes["tests_redeclare::op"](_FakeTensor((4,), torch.float32, _Device("meta")))
+    assert launches == ["second", "second"]
+    with pytest.raises(jt.OpDeclarationError, match="must keep its schema"):
+        jt.custom_op("tests_redeclare::op", **declaration("third", backward=False))
+    launches.clear()
+    cuda_kernel(x)
+    assert launches == ["second"]
+    _Library.defined["tests_redeclare::other"] = {"schema": "other(Tensor x) -> Tensor"}   # not ours
+    with pytest.raises(jt.OpDeclarationError, match="already registered in this process by other code"):
+        jt.custom_op("tests_redeclare::other", **declaration("x"))
