@@ -40,17 +40,23 @@ template <class T, class Op> __device__ T block_reduce(T v, Op op) {
 LAYER_NORM_SOURCE = COMMON + r'''
 constexpr int kMaxColumnsPerThread = 8;   // the backward keeps a thread's column sums in registers
 
+// The mean and 1 / sqrt(variance + eps) of one row of C elements, computed by the whole block (two passes).
+template <class T> __device__ void row_stats(const T* row, int C, T eps, T& mean, T& rstd) {
+  T s = T(0);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += row[c];
+  mean = block_reduce(s, Sum()) / T(C);
+  T v = T(0);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) { const T d = row[c] - mean; v += d * d; }
+  rstd = rsqrt_(block_reduce(v, Sum()) / T(C) + eps);
+}
+
 // One block per row.
 template <class T>
 __global__ void ln_fwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                        T* __restrict__ y, int C, T eps) {
   const long long base = (long long)blockIdx.x * C;
-  T s = T(0);
-  for (int c = threadIdx.x; c < C; c += blockDim.x) s += x[base + c];
-  const T mean = block_reduce(s, Sum()) / T(C);
-  T v = T(0);
-  for (int c = threadIdx.x; c < C; c += blockDim.x) { const T d = x[base + c] - mean; v += d * d; }
-  const T rstd = rsqrt_(block_reduce(v, Sum()) / T(C) + eps);
+  T mean, rstd;
+  row_stats(x + base, C, eps, mean, rstd);
   for (int c = threadIdx.x; c < C; c += blockDim.x) y[base + c] = (x[base + c] - mean) * rstd * w[c] + b[c];
 }
 
@@ -67,12 +73,8 @@ __global__ void ln_bwd(const T* __restrict__ x, const T* __restrict__ w, const T
   const int r1 = min(rows, r0 + rows_per_block);
   for (int r = r0; r < r1; ++r) {
     const long long base = (long long)r * C;
-    T s = T(0);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) s += x[base + c];
-    const T mean = block_reduce(s, Sum()) / T(C);
-    T v = T(0);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) { const T d = x[base + c] - mean; v += d * d; }
-    const T rstd = rsqrt_(block_reduce(v, Sum()) / T(C) + eps);
+    T mean, rstd;
+    row_stats(x + base, C, eps, mean, rstd);
     T a = T(0), bsum = T(0);
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       const T gw = gy[base + c] * w[c];
