@@ -84,8 +84,10 @@ void remove_lock_of(const std::string& entry_path) {
 }
 
 // Errors writing or renaming one entry that say nothing about the directory: skip that entry.
+// ESTALE: an NFS handle another host made stale (the directory replaced under us); the next store tries afresh.
 bool entry_only_error(int err) {
-  return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EISDIR || err == ENOTEMPTY || err == EEXIST;
+  return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EISDIR || err == ENOTEMPTY || err == EEXIST ||
+         err == ESTALE;
 }
 
 }  // namespace

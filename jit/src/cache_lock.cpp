@@ -74,7 +74,9 @@ CacheLock::Try CacheLock::try_lock(const std::string& path) {
 void CacheLock::release(bool stored) noexcept {
   if (held_) {
     write_state(fd_.get(), stored ? "done\n" : "none\n");
-    ::flock(fd_.get(), LOCK_UN);  // closing would drop it too; explicit for readers of strace
+    // Explicit, not left to close(): a child forked meanwhile shares the open file description,
+    // and its copy of the descriptor would keep the lock held until it exits.
+    ::flock(fd_.get(), LOCK_UN);
     held_ = false;
   }
   fd_.close();
