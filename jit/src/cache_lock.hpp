@@ -54,7 +54,7 @@ enum class Turn {
 };
 
 // Takes the lock at `lock_path` for one compile, or waits while another holder has it. Between
-// tries (1 ms apart at first, doubling to 10 ms) and right after taking the lock, `ready` is
+// tries (spaced by a twentieth of the wait so far, 1 to 50 ms) and right after taking the lock, `ready` is
 // called and should look the entry up; when it finds it, the lock is let go and the result is
 // ready. Taken after waiting with no entry: a last holder that ended "done" or "none" (an entry
 // this process cannot see, or none made) gives alone, so waiters never compile one after another;
