@@ -35,6 +35,23 @@ print(json.dumps({k: info[k] for k in ("compiles", "lock_waits", "lock_timeouts"
                  {"origin": program.origin, "cubin": hashlib.sha256(program.cubin).hexdigest()}))
 '''
 
+# A rank that links: compiles a caller and a callee for separate compilation (the source file holds both, split at
+# "//--"), links them, and prints the counters and a digest of the linked cubin.
+LINK_RANK = r'''
+import hashlib, json, os, sys, time
+import jitbridge
+gate, ready, source_path = sys.argv[1:4]
+caller, callee = open(source_path).read().split("//--\n")
+open(ready, "w").close()
+while not os.path.exists(gate):
+    time.sleep(0.001)
+programs = [jitbridge.compile(s, options=["-dc"], arch="sm_90") for s in (caller, callee)]
+linked = jitbridge.link(*programs)
+info = jitbridge.cache_info()
+print(json.dumps({k: info[k] for k in ("compiles", "links", "lock_waits", "lock_timeouts")} |
+                 {"cubin": hashlib.sha256(linked.cubin).hexdigest()}))
+'''
+
 
 def small_kernel():
     """A kernel no cache has seen (the tag makes the key new)."""
@@ -67,7 +84,8 @@ def wait_until(condition, what):
 class Ranks:
     """Child processes running RANK on one source with one cache directory."""
 
-    def __init__(self, tmp_path, cache_dir, source, **env):
+    def __init__(self, tmp_path, cache_dir, source, script=RANK, **env):
+        self.script = script
         self.tmp = tmp_path / f"ranks-{uuid.uuid4().hex[:8]}"
         self.tmp.mkdir()
         self.source = self.tmp / "kernel.cu"
@@ -80,15 +98,20 @@ class Ranks:
         first = len(self.procs)
         for i in range(first, first + n):
             self.procs.append(subprocess.Popen(
-                [sys.executable, "-c", RANK, gate, str(self.tmp / f"ready-{i}"), str(self.source)],
+                [sys.executable, "-c", self.script, gate, str(self.tmp / f"ready-{i}"), str(self.source)],
                 cwd=self.tmp, env=self.env | {k: str(v) for k, v in env.items()}, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True))
         return self.procs[first:]
 
     def open_gate(self):
-        """Once every rank is ready (jitbridge imported), lets them all compile at once."""
-        wait_until(lambda: all((self.tmp / f"ready-{i}").exists() for i in range(len(self.procs))),
-                   "the ranks to import jitbridge")
+        """Once every rank is ready (jitbridge imported), lets them all compile at once; fails on a rank that ended."""
+        def ready():
+            for p in self.procs:
+                if p.poll() is not None:
+                    pytest.fail(f"a rank ended before the gate opened (exit {p.returncode}): {p.communicate()[1]}")
+            return all((self.tmp / f"ready-{i}").exists() for i in range(len(self.procs)))
+
+        wait_until(ready, "the ranks to import jitbridge")
         (self.tmp / "go").touch()
 
     def results(self, procs=None):
@@ -118,8 +141,8 @@ class Ranks:
 def ranks(tmp_path, cache_dir):
     made = []
 
-    def make(source, directory=None, **env):
-        r = Ranks(tmp_path, directory or cache_dir, source, **env)
+    def make(source, directory=None, script=RANK, **env):
+        r = Ranks(tmp_path, directory or cache_dir, source, script, **env)
         made.append(r)
         return r
 
@@ -142,6 +165,22 @@ def test_eight_processes_starting_together_make_one_compile_and_share_its_binary
     # The lock file stays, saying its last holder stored the entry.
     (lock,) = (cache_dir / "v1").glob("*.lock")
     assert lock.read_text() == "done\n"
+
+
+def test_eight_processes_linking_together_make_one_link_and_one_compile_per_program(ranks):
+    tag = uuid.uuid4().hex
+    caller = (f"extern __device__ float scale_{tag}(float x);\n"
+              "__global__ void apply(const float* in, float* out, int n) {\n"
+              f"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = scale_{tag}(in[i]);\n}}\n")
+    callee = f"__device__ float scale_{tag}(float x) {{ return 3.0f * x + 1.0f; }}\n"
+    group = ranks(caller + "//--\n" + callee, script=LINK_RANK)
+    group.start(RANKS)
+    group.open_gate()
+    reports = group.results()
+    assert sum(r["compiles"] for r in reports) == 2, reports  # the caller once, the callee once
+    assert sum(r["links"] for r in reports) == 1, reports
+    assert len({r["cubin"] for r in reports}) == 1
+    assert all(r["lock_timeouts"] == 0 for r in reports)
 
 
 def flock_holders(path):
