@@ -43,6 +43,11 @@ bool make_dirs(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
 struct DiskEntry {
   std::string path;
   std::uint64_t bytes;  // 0 for what is not a regular file
@@ -51,12 +56,15 @@ struct DiskEntry {
 
 // Entries in `dir` (never following symlinks): every *.jbc that is not a directory, so that
 // eviction and clear() also remove FIFOs and symlinks left where entries should be. Temporary
-// files left by writers that died over an hour ago are removed.
+// files left by writers that died over an hour ago are removed, and lock files untouched for a
+// day (a failed compile's "none" would otherwise stay forever; a holder rewrites its file when
+// it takes it, so none in use is that old, and removing one costs at most one compile more).
 std::vector<DiskEntry> list_entries(const std::string& dir) {
   std::vector<DiskEntry> out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
   const std::int64_t stale = detail::now_ns() - 3600LL * 1'000'000'000;
+  const std::int64_t stale_lock = detail::now_ns() - 24 * 3600LL * 1'000'000'000;
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
     std::string path = dir + "/" + name;
@@ -67,8 +75,12 @@ std::vector<DiskEntry> list_entries(const std::string& dir) {
       if (mtime < stale) ::unlink(path.c_str());
       continue;
     }
+    if (ends_with(name, kLockSuffix)) {
+      if (mtime < stale_lock && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+      continue;
+    }
     const std::uint64_t bytes = S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, kSuffix) == 0) out.push_back({path, bytes, mtime});
+    if (ends_with(name, kSuffix) && name.size() > 4) out.push_back({path, bytes, mtime});
   }
   ::closedir(d);
   return out;

@@ -16,6 +16,7 @@
 
 #include "cache_lock.hpp"
 #include "fd_count.hpp"
+#include "jitbridge/cache.hpp"
 #include "jit_internal.hpp"
 
 using namespace jitbridge;
@@ -221,6 +222,25 @@ TEST_CASE("cache lock: a holder killed while holding is taken over by its waiter
   CHECK(waited);
   CHECK(waiter.previous() == "compiling pid child");
   waiter.release(true);
+}
+
+TEST_CASE("cache lock: lock files untouched for a day go when the directory is listed; fresh ones and entries stay") {
+  LockDir dir;
+  const std::string v1 = dir.file("v1");
+  REQUIRE(::mkdir(v1.c_str(), 0700) == 0);
+  for (const char* name : {"/old.lock", "/fresh.lock", "/old.jbc"})
+    REQUIRE(::close(::open((v1 + name).c_str(), O_WRONLY | O_CREAT, 0600)) == 0);
+  const struct timespec two_days_ago[2] = {{::time(nullptr) - 2 * 86400, 0}, {::time(nullptr) - 2 * 86400, 0}};
+  for (const char* name : {"/old.lock", "/old.jbc"})
+    REQUIRE(::utimensat(AT_FDCWD, (v1 + name).c_str(), two_days_ago, 0) == 0);
+  CacheConfig config;
+  config.directory = dir.path;
+  Cache cache(config);
+  CHECK(cache.info().entries == 1);  // lock files are not entries
+  struct stat st;
+  CHECK(::stat((v1 + "/old.lock").c_str(), &st) != 0);
+  CHECK(::stat((v1 + "/fresh.lock").c_str(), &st) == 0);
+  CHECK(::stat((v1 + "/old.jbc").c_str(), &st) == 0);  // an entry goes only by size (least recently used)
 }
 
 TEST_CASE("threads: 8 threads take turns on one lock: one holds it, the others get its entry", "[threads]") {
