@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cache_internal.hpp"
+#include "cache_lock.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/checked.hpp"
 
@@ -21,6 +22,7 @@ namespace {
 
 constexpr const char* kSuffix = ".jbc";
 constexpr const char* kTempPrefix = ".tmp-";
+constexpr const char* kLockSuffix = ".lock";  // beside <key>.jbc (cache_lock.hpp)
 
 std::mutex& warning_mutex() {
   static std::mutex m;
@@ -41,6 +43,11 @@ bool make_dirs(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
 struct DiskEntry {
   std::string path;
   std::uint64_t bytes;  // 0 for what is not a regular file
@@ -49,12 +56,15 @@ struct DiskEntry {
 
 // Entries in `dir` (never following symlinks): every *.jbc that is not a directory, so that
 // eviction and clear() also remove FIFOs and symlinks left where entries should be. Temporary
-// files left by writers that died over an hour ago are removed.
+// files left by writers that died over an hour ago are removed, and lock files untouched for a
+// day (a failed compile's "none" would otherwise stay forever; a holder rewrites its file when
+// it takes it, so none in use is that old, and removing one costs at most one compile more).
 std::vector<DiskEntry> list_entries(const std::string& dir) {
   std::vector<DiskEntry> out;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return out;
   const std::int64_t stale = detail::now_ns() - 3600LL * 1'000'000'000;
+  const std::int64_t stale_lock = detail::now_ns() - 24 * 3600LL * 1'000'000'000;
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
     std::string path = dir + "/" + name;
@@ -65,16 +75,31 @@ std::vector<DiskEntry> list_entries(const std::string& dir) {
       if (mtime < stale) ::unlink(path.c_str());
       continue;
     }
+    if (ends_with(name, kLockSuffix)) {
+      if (mtime < stale_lock && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+      continue;
+    }
     const std::uint64_t bytes = S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, kSuffix) == 0) out.push_back({path, bytes, mtime});
+    if (ends_with(name, kSuffix) && name.size() > 4) out.push_back({path, bytes, mtime});
   }
   ::closedir(d);
   return out;
 }
 
+// Removes the lock file beside entry `entry_path` (<key>.jbc -> <key>.lock). A process holding it
+// keeps its lock on the unlinked file, so one starting now may compile the same key beside it:
+// one compile more, never a wrong entry (entries are renamed into place whole).
+void remove_lock_of(const std::string& entry_path) {
+  const std::size_t n = std::char_traits<char>::length(kSuffix);
+  if (entry_path.size() <= n) return;
+  ::unlink((entry_path.substr(0, entry_path.size() - n) + kLockSuffix).c_str());
+}
+
 // Errors writing or renaming one entry that say nothing about the directory: skip that entry.
+// ESTALE: an NFS handle another host made stale (the directory replaced under us); the next store tries afresh.
 bool entry_only_error(int err) {
-  return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EISDIR || err == ENOTEMPTY || err == EEXIST;
+  return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EISDIR || err == ENOTEMPTY || err == EEXIST ||
+         err == ESTALE;
 }
 
 }  // namespace
@@ -137,6 +162,14 @@ CacheConfig CacheConfig::from_environment() {
     if (end && *end == '\0' && n > 0) c.max_bytes = n;
     else warn(fmt::format("JITBRIDGE_CACHE_MAX_BYTES='{}' is not a positive integer; using {}", v, c.max_bytes));
   }
+  if (const char* v = std::getenv("JITBRIDGE_CACHE_LOCK_TIMEOUT"); v && *v) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end && end != v && *end == '\0' && s >= 0 && s <= 1e9) c.lock_timeout_s = s;  // also refuses nan
+    else
+      warn(fmt::format("JITBRIDGE_CACHE_LOCK_TIMEOUT='{}' is not a number of seconds from 0 to 1e9; using {}", v,
+                       c.lock_timeout_s));
+  }
   return c;
 }
 
@@ -156,6 +189,10 @@ Cache::Impl::Impl(const CacheConfig& config)
 
 std::string Cache::Impl::entry_path(const std::string& key) const {
   return entries_dir_ + "/" + key + kSuffix;
+}
+
+std::string Cache::Impl::lock_path(const std::string& key) const {
+  return entries_dir_ + "/" + key + kLockSuffix;
 }
 
 std::string Cache::Impl::disable_disk(const std::string& why) {
@@ -206,6 +243,24 @@ std::shared_ptr<const Program> Cache::Impl::lookup(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   remember(key, std::move(*record));
   return program;
+}
+
+std::shared_ptr<const Program> Cache::Impl::take_turn(const std::string& key, detail::CacheLock& turn) {
+  std::string warning;
+  bool disk = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    disk = ensure_directory(warning);
+  }
+  if (!warning.empty()) warn(warning);  // never with the mutex held: the handler may compile
+  if (!disk) return nullptr;
+  std::shared_ptr<const Program> found;
+  bool waited = false;
+  const detail::Turn t = detail::take_turn(
+      lock_path(key), config_.lock_timeout_s, [&] { return (found = lookup(key)) != nullptr; }, turn, &waited);
+  if (waited) lock_waits_.fetch_add(1, std::memory_order_relaxed);
+  if (t == detail::Turn::timed_out) lock_timeouts_.fetch_add(1, std::memory_order_relaxed);
+  return t == detail::Turn::ready ? found : nullptr;
 }
 
 void Cache::Impl::store(const std::string& key, detail::CacheRecord record) {
@@ -278,6 +333,7 @@ void Cache::Impl::evict_if_needed(const std::string& keep) {
     if (total <= config_.max_bytes) break;
     if (e.path == keep) continue;
     if (::unlink(e.path.c_str()) == 0 || errno == ENOENT) total -= e.bytes;
+    remove_lock_of(e.path);
   }
 }
 
@@ -304,6 +360,10 @@ CacheInfo Cache::Impl::info() const {
     out.disk = disk_ok_;
     out.memory_entries = memory_.size();
   }
+  out.compiles = compiles_.load(std::memory_order_relaxed);
+  out.links = links_.load(std::memory_order_relaxed);
+  out.lock_waits = lock_waits_.load(std::memory_order_relaxed);
+  out.lock_timeouts = lock_timeouts_.load(std::memory_order_relaxed);
   for (const DiskEntry& e : list_entries(entries_dir_)) {
     ++out.entries;
     out.bytes = checked::add_saturated(out.bytes, e.bytes);
@@ -317,8 +377,10 @@ std::uint64_t Cache::Impl::clear() {
     memory_.clear();
   }
   std::uint64_t removed = 0;
-  for (const DiskEntry& e : list_entries(entries_dir_))
+  for (const DiskEntry& e : list_entries(entries_dir_)) {
     if (::unlink(e.path.c_str()) == 0) ++removed;
+    remove_lock_of(e.path);
+  }
   return removed;
 }
 

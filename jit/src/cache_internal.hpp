@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,6 +67,8 @@ std::optional<CacheRecord> parse_record(std::string_view bytes, const std::strin
 
 std::int64_t now_ns();
 
+class CacheLock;  // cache_lock.hpp
+
 // A file's modification time in nanoseconds since the epoch, saturated at the int64 limits (a
 // file dated past the year 2262 must not overflow the arithmetic).
 std::int64_t mtime_ns(const struct stat& st) noexcept;
@@ -79,6 +82,11 @@ class UniqueFd {
   UniqueFd& operator=(const UniqueFd&) = delete;
   int get() const noexcept { return fd_; }
   explicit operator bool() const noexcept { return fd_ >= 0; }
+  // Closes the descriptor held (if any) and takes `fd`.
+  void reset(int fd) noexcept {
+    close();
+    fd_ = fd;
+  }
   // Closes now; returns close(2)'s result (0 when there was nothing to close). The descriptor is
   // gone afterwards either way (Linux never leaves it open after a failed close).
   int close() noexcept {
@@ -116,6 +124,16 @@ class Cache::Impl {
   // then rename; the mutex is not held while writing). A failed or short write removes the
   // temporary file; only errors that say the directory itself is unusable turn the disk side off.
   void store(const std::string& key, detail::CacheRecord record);
+  // Before compiling `key` after a miss: with the disk side on, takes the key's lock file, or waits
+  // while another process (or thread) holds it (docs/DESIGN.md, "Cache"). Returns the program that
+  // holder stored (origin memory_cache or disk_cache), or nullptr: compile, then store and
+  // turn.release(true) when `turn` is held (a turn released unstored tells the waiters to compile
+  // on their own). Disk off or unusable, no lock file possible or a timeout: nullptr with `turn` not
+  // held (compile alone, as without the lock). May give the "unusable directory" warning.
+  std::shared_ptr<const Program> take_turn(const std::string& key, detail::CacheLock& turn);
+  // Counted in info(): a compile() or link() miss about to run NVRTC or nvJitLink.
+  void count_compile() noexcept { compiles_.fetch_add(1, std::memory_order_relaxed); }
+  void count_link() noexcept { links_.fetch_add(1, std::memory_order_relaxed); }
   CacheInfo info() const;
   std::uint64_t clear();
   // Gives the memory entry of `key` `request` when its program has none (a disk hit: the disk
@@ -124,6 +142,7 @@ class Cache::Impl {
 
  private:
   std::string entry_path(const std::string& key) const;
+  std::string lock_path(const std::string& key) const;
   // Mutex held for both. ensure_directory is false when the disk side is off; the first time
   // it finds the directory unusable it turns it off and fills `warning`. disable_disk returns
   // the warning to give (empty when the disk side was already off). Warnings are given after
@@ -143,6 +162,7 @@ class Cache::Impl {
   // Records are shared and immutable: a lookup takes one out under the mutex and checks its
   // dependencies after letting go of it.
   std::unordered_map<std::string, std::shared_ptr<const detail::CacheRecord>> memory_;
+  std::atomic<std::uint64_t> compiles_{0}, links_{0}, lock_waits_{0}, lock_timeouts_{0};
 };
 
 }  // namespace jitbridge

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cache_internal.hpp"
+#include "cache_lock.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cuda_search.hpp"
 #include "jitbridge/nvrtc_api.hpp"
@@ -343,22 +344,34 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
   const std::string* nvrtc = &nvrtc_identity();
   std::string key = detail::relocatable_key(cache_key(source, keyed, nvrtc_options, *nvrtc, shims), nvrtc_options);
   if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return requested(c, key, hit, source, given);
+  // A miss: one process (or thread) compiles the key, the others wait for its entry (cache_lock.hpp);
+  // taken before NVRTC loads, so a waiter that gets the entry never loads it. Released by its
+  // destructor as "none" on every path that stores nothing (a compile error included).
+  detail::CacheLock turn;
+  // A user's own -create-pch/-use-pch files hide which headers were read: not cached (docs/DESIGN.md, "Cache").
+  if (detail::pch_cacheable(nvrtc_options))
+    if (std::shared_ptr<const Program> hit = c.impl().take_turn(key, turn))
+      return requested(c, key, hit, source, given);
 
   nvrtc_api();  // loads NVRTC: throws CudaNotFoundError when none is usable
   if (nvrtc_identity() != *nvrtc) {
     // The located file proved unusable and the search went on: key and headers follow the loaded one.
+    turn.release(false);
     arch = keyed.arch;
     nvrtc_options = detail::effective_options(keyed, arch);
     nvrtc = &nvrtc_identity();
     key = detail::relocatable_key(cache_key(source, keyed, nvrtc_options, *nvrtc, shims), nvrtc_options);
     if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return requested(c, key, hit, source, given);
+    if (detail::pch_cacheable(nvrtc_options))
+      if (std::shared_ptr<const Program> hit = c.impl().take_turn(key, turn))
+        return requested(c, key, hit, source, given);
   }
   detail::check_arch_supported(arch);
   const CompileOptions& options = detail::with_std_headers(keyed, shims, shim_storage);  // copied on a miss only
   std::optional<std::vector<std::string>> headers_read;
+  c.impl().count_compile();
   std::shared_ptr<Program> program = build(source, options, nvrtc_options, arch, headers_read);
   program->request = detail::make_request(source, given);
-  // A user's own -create-pch/-use-pch files hide which headers were read: not cached (docs/DESIGN.md, "Cache").
   if (headers_read && detail::pch_cacheable(nvrtc_options)) {
     detail::CacheRecord record;
     record.recorded_ns = detail::now_ns();
@@ -366,6 +379,7 @@ std::shared_ptr<const Program> compile(std::string_view source, const CompileOpt
                                               detail::include_search_dirs(nvrtc_options), record.cwd);
     record.program = program;
     c.impl().store(key, std::move(record));
+    turn.release(true);
   }
   return program;
 }

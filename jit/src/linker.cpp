@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cache_internal.hpp"
+#include "cache_lock.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/cuda_search.hpp"
@@ -337,7 +338,10 @@ std::shared_ptr<const Program> link(const std::vector<LinkInput>& inputs, const 
   }
   const std::string key = h.hex();
   if (std::shared_ptr<const Program> hit = c.impl().lookup(key)) return hit;
+  detail::CacheLock turn;  // as in compile(): one process links a key, the others wait for its entry
+  if (std::shared_ptr<const Program> hit = c.impl().take_turn(key, turn)) return hit;
 
+  c.impl().count_link();
   detail::RawLinkResult linked = detail::run_link(raw, arch, lto, options.options, options.device_runtime);
   auto program = std::make_shared<Program>();
   program->arch = arch;
@@ -379,6 +383,7 @@ std::shared_ptr<const Program> link(const std::vector<LinkInput>& inputs, const 
   record.recorded_ns = detail::now_ns();
   record.program = program;
   c.impl().store(key, std::move(record));
+  turn.release(true);
   return program;
 }
 

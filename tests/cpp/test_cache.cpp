@@ -364,6 +364,12 @@ TEST_CASE("cache: configuration from the environment") {
   CHECK(c.directory == "/some/where");
   CHECK_FALSE(c.disk);
   CHECK(c.max_bytes == 12345);
+  CHECK(c.lock_timeout_s == 300);  // the default
+  ::setenv("JITBRIDGE_CACHE_LOCK_TIMEOUT", "2.5", 1);
+  CHECK(CacheConfig::from_environment().lock_timeout_s == 2.5);
+  ::setenv("JITBRIDGE_CACHE_LOCK_TIMEOUT", "0", 1);
+  CHECK(CacheConfig::from_environment().lock_timeout_s == 0);
+  ::unsetenv("JITBRIDGE_CACHE_LOCK_TIMEOUT");
   ::unsetenv("JITBRIDGE_CACHE_DIR");
   ::setenv("JITBRIDGE_CACHE", "1", 1);
   ::setenv("XDG_CACHE_HOME", "/xdg", 1);

@@ -88,14 +88,15 @@ bool is_entry_name(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".jbc") == 0;
 }
 
-// The names in the cache's entry directory: finished entries (*.jbc) and anything else (a
-// leftover temporary file would show up here).
+// The names in the cache's entry directory but the lock files beside entries (<key>.lock):
+// finished entries (*.jbc) and anything else (a leftover temporary file would show up here).
 std::vector<std::string> entry_dir_names(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = ::opendir((dir + "/v1").c_str())) {
     while (dirent* e = ::readdir(d)) {
       const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
+      const bool lock = n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0;
+      if (n != "." && n != ".." && !lock) out.push_back(n);
     }
     ::closedir(d);
   }
@@ -178,11 +179,16 @@ TEST_CASE("threads: 8 caches store and load one key at once; one whole entry, no
   const std::string source = variant_source(10);
   const auto expected = reference(source);
   std::vector<std::string> cubin(kThreads);
+  std::vector<std::uint64_t> compiles(kThreads);
   check_no_errors(run_together(kThreads, [&](int i) {
     Cache own(CacheConfig{true, dir, 1 << 30});  // as 8 processes sharing the directory would
     cubin[static_cast<std::size_t>(i)] = compile(source, sm90(), &own)->cubin;
+    compiles[static_cast<std::size_t>(i)] = own.info().compiles;
   }));
   for (const std::string& c : cubin) CHECK(c == expected->cubin);
+  std::uint64_t total = 0;
+  for (std::uint64_t n : compiles) total += n;
+  CHECK(total == 1);  // one compiled under the key's lock file, the others waited for its entry
   const std::vector<std::string> names = entry_dir_names(dir);
   REQUIRE(names.size() == 1);
   CHECK(is_entry_name(names[0]));

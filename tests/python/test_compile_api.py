@@ -314,7 +314,8 @@ def test_compiles_from_many_threads_at_once():
 
 def test_cache_info_memory_hits_and_clear():
     info = jitbridge.cache_info()
-    assert set(info) == {"directory", "disk", "entries", "bytes", "memory_entries"}
+    assert set(info) == {"directory", "disk", "entries", "bytes", "memory_entries", "compiles", "links", "lock_waits",
+                         "lock_timeouts"}
     assert info["directory"] == os.environ["JITBRIDGE_CACHE_DIR"]
     assert info["disk"] is True
     src = unique('extern "C" __global__ void k(float* x) { x[0] = 1; }')
@@ -325,11 +326,13 @@ def test_cache_info_memory_hits_and_clear():
     assert second.cubin == first.cubin
     after = jitbridge.cache_info()
     assert after["entries"] >= 1 and after["bytes"] > 0 and after["memory_entries"] >= 1
+    assert after["compiles"] == info["compiles"] + 1  # the miss ran NVRTC, the memory hit did not
     removed = jitbridge.cache_clear()
     assert removed == after["entries"]
     cleared = jitbridge.cache_info()
     assert (cleared["entries"], cleared["bytes"], cleared["memory_entries"]) == (0, 0, 0)
     assert jitbridge.compile(src, arch="sm_90").origin == "compiled"
+    assert jitbridge.cache_info()["compiles"] == info["compiles"] + 2  # counted since start, not reset by clear
     assert jitbridge.cache_clear() == 1
 
 

@@ -21,6 +21,9 @@ struct CacheConfig {
   bool disk = true;                 // JITBRIDGE_CACHE=0 turns it off
   std::string directory;            // JITBRIDGE_CACHE_DIR, else $XDG_CACHE_HOME/jitbridge, else ~/.cache/jitbridge
   std::uint64_t max_bytes = 1ull << 30;  // JITBRIDGE_CACHE_MAX_BYTES; least recently used entries go first
+  // JITBRIDGE_CACHE_LOCK_TIMEOUT: how long (seconds) a process waits for another one compiling
+  // the same key before compiling it itself; 0 never waits (docs/DESIGN.md, "Cache").
+  double lock_timeout_s = 300;
   // The configuration the environment asks for.
   static CacheConfig from_environment();
 };
@@ -31,10 +34,18 @@ struct CacheInfo {
   std::uint64_t entries = 0;   // on disk
   std::uint64_t bytes = 0;     // on disk
   std::uint64_t memory_entries = 0;
+  // Counted by this Cache since it was made (not by clear()):
+  std::uint64_t compiles = 0;       // compile() misses that ran NVRTC (one per program, whatever its passes)
+  std::uint64_t links = 0;          // link() misses that ran nvJitLink
+  std::uint64_t lock_waits = 0;     // misses that found another process (or thread) compiling the key
+  std::uint64_t lock_timeouts = 0;  // waits that ran past lock_timeout_s and compiled themselves
 };
 
 // Memory + disk cache of compiled programs. All methods are thread-safe; several processes may
-// share one directory (entries are written to a temporary file and renamed into place).
+// share one directory (entries are written to a temporary file and renamed into place). On a
+// miss with the disk side on, one process (or thread) compiles a key while the others wait for
+// its entry (an flock on <key>.lock beside it, dropped by the kernel if the holder dies; a wait
+// ends after lock_timeout_s, and then the waiter compiles itself).
 // Nothing here throws for a bad or unwritable directory: the disk side turns itself off with
 // one warning on stderr and the memory side keeps working. A damaged entry, or anything that is
 // not a regular file where an entry should be (a FIFO, a symlink, a device, a directory, a file

@@ -19,6 +19,10 @@ void bind_cache(py::module_& m) {
         d["entries"] = info.entries;
         d["bytes"] = info.bytes;
         d["memory_entries"] = info.memory_entries;
+        d["compiles"] = info.compiles;
+        d["links"] = info.links;
+        d["lock_waits"] = info.lock_waits;
+        d["lock_timeouts"] = info.lock_timeouts;
         return d;
       },
       R"(The process-wide kernel cache, as a dict:
@@ -26,7 +30,12 @@ directory       where entries are kept on disk ($JITBRIDGE_CACHE_DIR, else $XDG_
                 else ~/.cache/jitbridge); read once, at the cache's first use in this process.
 disk            whether the disk side is on (off with JITBRIDGE_CACHE=0 or an unusable directory).
 entries, bytes  what the directory holds now (all processes' entries).
-memory_entries  programs this process holds in memory.)");
+memory_entries  programs this process holds in memory.
+compiles        compile() misses this process ran NVRTC for (one per program), since it started;
+links           link() misses it ran nvJitLink for;
+lock_waits      misses that found another process (or thread) compiling the same key and waited
+                for its entry (JITBRIDGE_CACHE_LOCK_TIMEOUT, default 300 s);
+lock_timeouts   waits that ran out and compiled themselves.)");
   m.def(
       "cache_clear",
       [] {
