@@ -665,6 +665,11 @@ def cache_info() -> dict:
     disk            whether the disk side is on (off with JITBRIDGE_CACHE=0 or an unusable directory).
     entries, bytes  what the directory holds now (all processes' entries).
     memory_entries  programs this process holds in memory.
+    compiles        compile() misses this process ran NVRTC for (one per program), since it started;
+    links           link() misses it ran nvJitLink for;
+    lock_waits      misses that found another process (or thread) compiling the same key and waited
+                    for its entry (JITBRIDGE_CACHE_LOCK_TIMEOUT, default 300 s);
+    lock_timeouts   waits that ran out and compiled themselves.
     """
 def compile(code: str | bytes, *, options: collections.abc.Sequence[str] = (), name_expressions: collections.abc.Sequence[str] = (), headers: collections.abc.Mapping[str, str | bytes] | None = None, include_paths: collections.abc.Sequence[str | os.PathLike[str]] = (), arch: str | collections.abc.Sequence[str] | None = None, ptx: bool = False, program_name: str = 'kernel.cu') -> jitbridge.Program:
     """
