@@ -103,18 +103,26 @@ INTERNALS = re.compile(r"jitbridge::python|std::|pybind11_detail|self: jitbridge
                        r"(?:->|:) jitbridge\._core\.[A-Z]|\barg[0-9]\b")
 
 
+# pydoc from Python 3.12 on notes after a compiled method where its function object came from (" from
+# jitbridge.pybind11_detail_function_record_..."): the interpreter's note on every pybind11 method, not part of the
+# signature this test is about; it is cut before matching.
+PYDOC_NOTE = re.compile(r" from [\w.]*pybind11_detail_function_record\w*$")
+
+
 @pytest.mark.parametrize("qualname,obj", _documented_names(), ids=[n for n, _ in _documented_names()])
 def test_help_shows_no_binding_internals(qualname, obj):
-    text = pydoc.render_doc(obj, renderer=pydoc.plaintext)
+    text = "\n".join(PYDOC_NOTE.sub("", line) for line in
+                     pydoc.render_doc(obj, renderer=pydoc.plaintext).splitlines())
     bad = [line.strip() for line in text.splitlines() if INTERNALS.search(line)]
     assert not bad, f"help({qualname}) shows binding internals:\n" + "\n".join(bad)
 
 
 def test_help_of_raw_kernel_shows_the_public_constructor():
     text = pydoc.render_doc(jitbridge.RawKernel, renderer=pydoc.plaintext)
-    init = text[text.index("__init__(self, code, name"):]
+    init = text[text.index("__init__("):]
     init = init[:init.index("\n |  \n")]
-    assert "module" not in init.partition("\n")[0]
+    first = init.partition("\n")[0]
+    assert "code" in first and "name" in first and "module" not in first
     assert "_Module" not in init and "Raises CompileError" in init
     assert list(inspect.signature(jitbridge.RawKernel).parameters)[:3] == ["code", "name", "options"]
 

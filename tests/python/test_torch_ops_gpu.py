@@ -304,7 +304,7 @@ def scale_declaration(factor, backward=True):
                        forward=Launch(m.get_function("scale_fwd"), args=("x", "y", jt.numel("x")), grid=grid,
                                       block=256))
     if backward:
-        declaration.update(grads={"x": Output(like="x")},
+        declaration.update(grads={"x": Output(like="grad_y")},
                            backward=Launch(m.get_function("scale_bwd"), args=("grad_y", "grad_x", jt.numel("grad_y")),
                                            grid=lambda grad_y: (grad_y.numel() + 255) // 256, block=256))
     return declaration
@@ -338,7 +338,7 @@ def test_declaring_an_op_again_replaces_its_kernels(ops):
 
 
 def test_declaring_a_name_registered_by_other_code_is_a_declaration_error(ops):
-    torch.library.define("jitbridge_tests::taken(Tensor x) -> Tensor")
+    torch.library.define("jitbridge_tests::taken", "(Tensor x) -> Tensor")
     with pytest.raises(jt.OpDeclarationError, match="already registered in this process by other code"):
         jt.custom_op("jitbridge_tests::taken", **scale_declaration(2))
     jt.function(name="taken", **scale_declaration(2))  # an unregistered op: no name clash
