@@ -139,6 +139,13 @@ class _Tee(io.TextIOBase):
     def flush(self):
         self.real.flush()
 
+    def fileno(self):  # for code that writes to the descriptor itself (not recorded, as in Jupyter)
+        return self.real.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.real, "encoding", "utf-8")
+
 
 def _short_path(filename):
     """A traceback's file name without this machine's directories: relative to the sys.path entry holding it."""

@@ -189,7 +189,7 @@ def test_committed_notebook_shows_outputs_of_its_code(runner, name):
     problems = runner.sync_problems(notebook)
     assert problems == [], (
         f"examples/notebook/{name}: its outputs are not those of its code:\n  " + "\n  ".join(problems) +
-        f"\nRe-run it on a GPU machine: {runner.REGENERATE.format(path='examples/notebook/' + name)}")
+        f"\nRecord them again: {runner.REGENERATE.format(path='examples/notebook/' + name)}")
     cells = runner.code_cells(notebook)
     assert all(cell["outputs"] for cell in cells), [n for n, c in enumerate(cells, 1) if not c["outputs"]]
     outputs = [o for cell in cells for o in cell["outputs"]]
