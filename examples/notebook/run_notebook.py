@@ -300,9 +300,26 @@ def run_notebook(path, namespace=None, *, record=False):
             _store(cell, number, outputs.outputs)
     finally:
         figures.restore()
+    _add_missing_ids(notebook)
     notebook.setdefault("metadata", {})["jitbridge"] = {
         "code_sha256": code_digest(notebook), "recorded_by": "examples/notebook/run_notebook.py --write-outputs"}
     return (namespace, notebook) if record else namespace
+
+
+def _add_missing_ids(notebook):
+    """nbformat 4.5 requires a unique ``id`` per cell: cells without one get ``cell-NN`` (NN: the cell's index)."""
+    if (notebook.get("nbformat", 4), notebook.get("nbformat_minor", 0)) < (4, 5):
+        return
+    cells = notebook.get("cells", [])
+    used = {c["id"] for c in cells if c.get("id")}
+    for index, cell in enumerate(cells):
+        if not cell.get("id"):
+            candidate, n = f"cell-{index:02d}", 0
+            while candidate in used:
+                n += 1
+                candidate = f"cell-{index:02d}-{n}"
+            cell["id"] = candidate
+            used.add(candidate)
 
 
 def _record_error(outputs, exc, extension_loaded):

@@ -96,7 +96,8 @@ def test_write_outputs_records_streams_results_and_the_error(recorded, runner):
         assert cell["metadata"]["jitbridge"]["source_sha256"] == runner.source_sha256(text(cell["source"]))
     assert recorded["metadata"]["jitbridge"]["code_sha256"] == runner.code_digest(recorded)
     assert recorded["metadata"]["kernelspec"] == {"name": "python3"}          # the rest is kept
-    assert recorded["cells"][3] == STAND_IN[3]
+    assert recorded["cells"][3] == dict(STAND_IN[3], id="cell-03")              # nbformat 4.5 wants ids
+    assert [c["id"] for c in recorded["cells"]] == [f"cell-{i:02d}" for i in range(6)]
     assert runner.sync_problems(recorded) == []
 
 
