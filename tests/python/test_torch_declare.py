@@ -438,10 +438,10 @@ def source_of(cell):
     return "".join(cell["source"])
 
 
-def test_notebook_is_committed_clean_and_tags_its_compile_error():
+def test_notebook_tags_its_compile_error():
+    # Its recorded outputs are checked in test_notebook_outputs.py.
     cells = notebook_cells()
     code = [c for c in cells if c["cell_type"] == "code"]
-    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
     assert source_of(code[0]).startswith("%load_ext jitbridge")
     tagged = [c for c in code if "raises-exception" in c["metadata"].get("tags", [])]
     assert len(tagged) == 1 and source_of(tagged[0]).startswith("%%cuda_kernel")

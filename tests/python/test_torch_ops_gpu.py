@@ -4,7 +4,9 @@ jitbridge.torch.function variant, and the examples and the notebook run end to e
 
 Inputs are fresh random data (never zeros); outputs come from torch's caching allocator, which is first filled
 with NaN (poison_allocator) so that an element an op forgets to write shows up."""
+import base64
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -379,11 +381,71 @@ def test_examples_run(gpu, example):
     assert ": ok" in out.stdout, out.stdout
 
 
-def test_notebook_runs_end_to_end(gpu):
-    out = subprocess.run([sys.executable, str(NOTEBOOK_DIR / "run_notebook.py"),
-                          str(NOTEBOOK_DIR / "prototype_kernel.ipynb")],
-                         capture_output=True, text=True, timeout=600, env=subprocess_env())
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "prototype_kernel: ok" in out.stdout and "run_notebook: prototype_kernel.ipynb: ok" in out.stdout
-    assert "CompileError: swish_beta.cu:3:" in out.stdout and "expf(-beta * x[i])" in out.stdout
-    assert "from the memory cache" in out.stdout
+def load_notebook_runner():
+    spec = importlib.util.spec_from_file_location("jitbridge_run_notebook_gpu", NOTEBOOK_DIR / "run_notebook.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_and_record_notebook(name, tmp_path):
+    """Runs examples/notebook/NAME with run_notebook.py --write-outputs; returns (console output, the notebook with
+    its recorded outputs). With JITBRIDGE_NOTEBOOK_OUTPUTS=DIR the notebook is written to DIR/NAME (to be committed
+    as examples/notebook/NAME), else under tmp_path. Checks what every recorded notebook must have: outputs that
+    match its code (the CI check), an output for every code cell, a jitbridge.benchmark table and, with matplotlib
+    installed, a plot."""
+    out_dir = Path(os.environ.get("JITBRIDGE_NOTEBOOK_OUTPUTS") or tmp_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / name
+    proc = subprocess.run([sys.executable, str(NOTEBOOK_DIR / "run_notebook.py"), str(NOTEBOOK_DIR / name),
+                           "--write-outputs", str(out)], capture_output=True, text=True, timeout=600,
+                          env=subprocess_env())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"run_notebook: {name}: ok" in proc.stdout and f"{name.split('.')[0]}: ok" in proc.stdout
+    notebook = json.loads(out.read_text())
+    runner = load_notebook_runner()
+    assert runner.sync_problems(notebook) == []
+    cells = runner.code_cells(notebook)
+    assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1))
+    assert all(c["outputs"] for c in cells), [n for n, c in enumerate(cells, 1) if not c["outputs"]]
+    outputs = [o for c in cells for o in c["outputs"]]
+    html = [text_of(o["data"]["text/html"]) for o in outputs if "text/html" in o.get("data", {})]
+    assert any('<table class="jitbridge-benchmark">' in h and "GB/s" in h for h in html), html
+    if importlib.util.find_spec("matplotlib") is not None:
+        pngs = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+        assert pngs and all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    first = "".join(text_of(o["text"]) for o in cells[0]["outputs"] if o["output_type"] == "stream")
+    assert "jitbridge " in first and torch.cuda.get_device_name() in first     # which machine made the numbers
+    return proc.stdout, notebook, outputs
+
+
+def text_of(value):
+    return "".join(value) if isinstance(value, list) else value
+
+
+def test_notebook_runs_end_to_end(gpu, tmp_path):
+    out, notebook, outputs = run_and_record_notebook("prototype_kernel.ipynb", tmp_path)
+    assert "CompileError: swish_beta.cu:3:" in out and "expf(-beta * x[i])" in out
+    assert "from the memory cache" in out
+    (error,) = [o for o in outputs if o["output_type"] == "error"]
+    assert error["ename"] == "CompileError" and error["evalue"].startswith("swish_beta.cu:3:")
+    lines = error["traceback"]
+    source = next(i for i, line in enumerate(lines) if line.endswith("expf(-beta * x[i]));") and "|" in line)
+    assert lines[source + 1].rstrip().endswith("^") and lines[source + 1].index("^") == lines[source].index("beta")
+    assert any("<b>CompileError</b>" in text_of(o["data"].get("text/html", "")) for o in outputs
+               if o["output_type"] == "display_data")
+    streams = "".join(text_of(o["text"]) for o in outputs if o["output_type"] == "stream")
+    assert "swish matches x * sigmoid(x)" in streams and "from the memory cache" in streams
+    assert "GB/s" in streams   # the size sweep's table
+
+
+def test_autograd_notebook_runs_end_to_end(gpu, tmp_path):
+    out, notebook, outputs = run_and_record_notebook("autograd_op.ipynb", tmp_path)
+    streams = "".join(text_of(o["text"]) for o in outputs if o["output_type"] == "stream")
+    assert "gradcheck, float64, beta = 1.702: True" in streams and "gradcheck, float64, beta = -0.5:  True" in streams
+    assert "opcheck: ok" in streams and "swish_fwd<double>(double const*, double*, double, long long)" in streams
+    assert "jitbridge op: loss" in streams and "eager: loss" in streams
+    (error,) = [o for o in outputs if o["output_type"] == "error"]
+    assert error["ename"] == "OpDeclarationError" and "args= has 4 entries" in error["evalue"]
+    results = [text_of(o["data"]["text/plain"]) for o in outputs if o["output_type"] == "execute_result"]
+    assert any("notebook.swish_1" in r for r in results), results
