@@ -12,6 +12,7 @@ has. Needs matplotlib. Without arguments it plots $JITBRIDGE_BENCH_JSON into the
 (exit 0) when that variable is unset or matplotlib is missing: scripts/gpu-check runs it after the benches."""
 import argparse
 import json
+import textwrap
 import os
 import re
 import sys
@@ -73,21 +74,21 @@ def _subtitle(table):
 
 def _bars(plt, rows, title, xlabel, path, log=False):
     """A horizontal bar chart of (label, value, annotation, colour) rows, top to bottom."""
-    fig, ax = plt.subplots(figsize=(10, 0.42 * len(rows) + 1.8))
+    fig, ax = plt.subplots(figsize=(12, 0.5 * len(rows) + 2))
     ys = range(len(rows))
     ax.barh(list(ys), [r[1] for r in rows], color=[r[3] for r in rows])
     ax.set_yticks(list(ys))
-    ax.set_yticklabels([r[0] for r in rows], fontsize=8)
+    ax.set_yticklabels([textwrap.fill(r[0], 48) for r in rows], fontsize=8)
     ax.invert_yaxis()
     if log:
         ax.set_xscale("log")
     for y, r in zip(ys, rows):
         ax.text(r[1], y, f" {r[2]}", va="center", fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(textwrap.fill(xlabel, 90))
+    ax.set_title("\n".join(textwrap.fill(part, 90) for part in title.split("\n")), fontsize=10)
     ax.margins(x=0.25)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

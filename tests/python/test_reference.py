@@ -120,7 +120,7 @@ def test_help_shows_no_binding_internals(qualname, obj):
 def test_help_of_raw_kernel_shows_the_public_constructor():
     text = pydoc.render_doc(jitbridge.RawKernel, renderer=pydoc.plaintext)
     init = text[text.index("__init__("):]
-    init = init[:init.index("\n |  \n")]
+    init = re.split(r"\n \|  (?=\S)", init)[0]      # up to the next member's line
     first = init.partition("\n")[0]
     assert "code" in first and "name" in first and "module" not in first
     assert "_Module" not in init and "Raises CompileError" in init
