@@ -80,7 +80,8 @@ def make_data(device):
     """The global batches of all steps, the same on every rank (each takes its slice)."""
     g = torch.Generator().manual_seed(SEED + 1)
     x = torch.randn(STEPS, GLOBAL_BATCH, FEATURES, generator=g, dtype=torch.float64)
-    target = torch.randint(0, CLASSES, (STEPS, GLOBAL_BATCH), generator=g)
+    teacher = torch.randn(FEATURES, CLASSES, generator=g, dtype=torch.float64)   # a task there is to learn
+    target = (x @ teacher).argmax(dim=-1)
     return x.to(device), target.to(device)
 
 
