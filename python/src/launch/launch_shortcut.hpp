@@ -67,9 +67,10 @@ struct LaunchShortcut {
 // waited for nothing and left no Python error set, when none fits or a value needs the full path
 // (a wrong dtype, arrays on two devices, a device where the kernel has not been resolved yet, an
 // int out of range, a producer error). Every device is served: the kernel's function there is
-// found in its per-device table (KernelObject::functions) when it is not the last launch's. Throws only what the
-// full path would throw for the same call: an explicit `stream_obj` it cannot parse, a launch
-// configuration over a limit (LaunchConfigError), a driver error at the launch. GIL held.
+// found in its per-device table (KernelObject::functions) when it is not the last launch's.
+// Throws only what the full path would throw for the same call: an explicit `stream_obj` it
+// cannot parse, a launch configuration over a limit (LaunchConfigError), a driver error at the
+// launch. GIL held.
 // Only shortcuts learnt with the same `check_args` are taken.
 bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
                         PyObject* stream_obj, bool check_args);
