@@ -1,8 +1,9 @@
 """bench_launch.py — host microseconds per launch of k(const float*, const float*, float*, float*, int), grid 1 x
 block 32, side by side: jitbridge (torch tensors, CuPy arrays, Numba arrays) and its peers, each as a ratio to raw
 cuLaunchKernel. The variants are measured round-robin (one batch of each in turn, many rounds) so that drift on a
-shared machine hits them alike; the raw floor is measured the same way, in this process, from a C++ loop. Needs a
-GPU; prints tables."""
+shared machine hits them alike; the raw floor is measured the same way, in this process, from a C++ loop. A last
+table compares launches alternating between torch tensors of GPU 0 and GPU 1 with launches all on GPU 0 (n/a with
+one GPU). Needs a GPU; prints tables."""
 import os
 import statistics
 import subprocess
@@ -23,6 +24,7 @@ RAW = "raw cuLaunchKernel (C++ loop, this process)"
 FLOOR = "floor: Python -> C -> cuLaunchKernel (one buffer), prepacked, no checks"
 TORCH_FLOOR = ("floor with torch's own calls: Python -> 4 x dltensor_from_py_object_no_sync + current_work_stream "
                "-> cuLaunchKernel (one buffer), no checks")
+ALTERNATING_GOAL = 1.05   # alternating GPU 0 / GPU 1 against all on GPU 0 (issue 16)
 GOALS = {"jitbridge, 4 torch tensors + int": 1.15, "jitbridge, 4 CuPy arrays + int": 1.4,
          "jitbridge, 4 Numba arrays + int": 1.4}
 
@@ -43,6 +45,51 @@ def cpp_steps():
         return None
     out = subprocess.run([exe], capture_output=True, text=True, check=True, timeout=300).stdout
     return {k: float(v) for k, v in (line.split() for line in out.splitlines() if line.strip())}
+
+
+def alternating_devices(k, torch, n):
+    """Rows of the "alternating devices" table: us per launch of k with 4 torch tensors + int, launches alternating
+    between tensors of GPU 0 and GPU 1 against the same loop with both sets on GPU 0 (and all on GPU 1, which needs
+    a context switch from the caller's GPU 0), round-robin as above."""
+    if torch.cuda.device_count() < 2:
+        return [["alternating GPU 0 / GPU 1", f"n/a ({torch.cuda.device_count()} GPU)", "", ""]]
+    on = {d: [tuple(torch.randn(n, device=f"cuda:{d}") for _ in range(4)) + (n,) for _ in range(2)] for d in (0, 1)}
+    loops = {"all on GPU 0": (on[0][0], on[0][1]), "alternating GPU 0 / GPU 1": (on[0][0], on[1][0]),
+             "all on GPU 1 (caller's current device: GPU 0)": (on[1][0], on[1][1])}
+
+    def batch(first, second):
+        def run():
+            t0 = time.perf_counter()
+            for _ in range(BATCH // 2):
+                k((1,), (32,), first)
+                k((1,), (32,), second)
+            return (time.perf_counter() - t0) * 1e6
+        return run
+
+    def sync():
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+
+    runs = {name: batch(*args) for name, args in loops.items()}
+    for run in runs.values():
+        run()   # the first launch on GPU 1 resolves the kernel there (full path); the rest take the shortcut
+    sync()
+    samples = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, run in runs.items():
+            sync()
+            samples[name].append(run() / (BATCH // 2 * 2))
+            sync()
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    base = med["all on GPU 0"]
+    rows = []
+    for name, us in med.items():
+        ratio = us / base
+        goal = ""
+        if name.startswith("alternating"):
+            goal = f"<= {ALTERNATING_GOAL}x " + ("ok" if ratio <= ALTERNATING_GOAL else "MISSED")
+        rows.append([name, f"{us:.3f}", f"{ratio:.3f}x", goal])
+    return rows
 
 
 def main():
@@ -182,6 +229,9 @@ def main():
     print_table(f"Host time per launch, grid 1 x block 32: median over {ROUNDS} round-robin rounds of {BATCH} "
                 f"launches; net = minus the Python loop harness ({harness:.3f} us)",
                 ["launch", "us", "net us", "net vs raw", "goal"], table, key="launch_host")
+    print_table(f"Alternating devices: jitbridge, 4 torch tensors + int, grid 1 x block 32, us per launch (median "
+                f"over {ROUNDS} round-robin rounds of {BATCH} launches, Python loop included)",
+                ["launches", "us", "vs all on GPU 0", "goal"], alternating_devices(k, torch, n), key="launch_devices")
     if TORCH_FLOOR in med:
         floor_net = med[TORCH_FLOOR] - harness
         budget = (GOALS["jitbridge, 4 torch tensors + int"] - 1) * raw

@@ -1,6 +1,6 @@
 // internals.cpp — the `_core._internals` capsule (internals.hpp): the few reads of _core's own state that the
 // test-only extension jitbridge_testing needs (the adapter a type got, the CuPy stream reader, a Tensor's buffer
-// owners, a timed loop over view_array), as plain C calls.
+// owners, a timed loop over view_array, a kernel's shortcut launches), as plain C calls.
 #include <chrono>
 
 #include "bindings.hpp"
@@ -88,11 +88,23 @@ PyObject* kernel_use_target(PyObject* kernel, const char* target) {
   }
 }
 
+long long kernel_shortcut_launches(PyObject* kernel) {
+  py::handle h(kernel);
+  if (!h || !py::isinstance<KernelObject>(h)) {
+    PyErr_SetString(PyExc_TypeError, "shortcut_launches: expected a RawKernel");
+    return -1;
+  }
+  const KernelObject& k = h.cast<const KernelObject&>();
+  std::uint64_t n = 0;
+  for (const std::unique_ptr<LaunchShortcut>& s : k.shortcuts) n += s->launches;
+  return static_cast<long long>(n);
+}
+
 const JitbridgeInternals kInternals = {
     kInternalsVersion, static_cast<std::uint32_t>(sizeof(JitbridgeInternals)),
     adapter_protocol,  stream_reader,
     tensor_buffer_refs, bench_view,
-    kernel_use_target,
+    kernel_use_target, kernel_shortcut_launches,
 };
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace jitbridge::python {
 // Bumped whenever a member of JitbridgeInternals is added, removed or changes meaning. jitbridge_testing refuses a
 // table whose version or size differs from the one it was built with (a build tree's jitbridge_testing beside a
 // wheel built from another commit).
-constexpr std::uint32_t kInternalsVersion = 2;
+constexpr std::uint32_t kInternalsVersion = 3;
 // The capsule's name (PyCapsule_Import takes "jitbridge._core._internals").
 constexpr const char* kInternalsCapsule = "jitbridge._core._internals";
 
@@ -40,6 +40,9 @@ struct JitbridgeInternals {
   // of that architecture would get. `target` NULL: binds nothing. Returns a new reference to the tuple (target the
   // kernel now launches from on the current device, list of the targets built so far); NULL with the error set.
   PyObject* (*kernel_use_target)(PyObject* kernel, const char* target);
+  // How many launches of `kernel` (a jitbridge._core._Kernel) took a launch shortcut (launch_shortcut.hpp), over
+  // all its shortcuts and devices. -1 (TypeError) when `kernel` is not a kernel.
+  long long (*kernel_shortcut_launches)(PyObject* kernel);
 };
 
 }  // namespace jitbridge::python

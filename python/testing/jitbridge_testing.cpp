@@ -371,6 +371,14 @@ PYBIND11_MODULE(jitbridge_testing, m) {
         "Binds a RawKernel on the current device to its program's module for `target` (compiled from the request), "
         "as a GPU of that architecture would get; returns (target launched from now, targets built). None: binds "
         "nothing. Forces a second architecture where only one GPU kind is at hand.");
+  m.def("shortcut_launches",
+        [](py::handle kernel) {
+          const long long n = core_internals().kernel_shortcut_launches(kernel.ptr());
+          if (n < 0) throw py::error_already_set();
+          return n;
+        },
+        py::arg("kernel"),
+        "How many launches of a RawKernel took a launch shortcut (all its shortcuts, every device) so far.");
   m.def("bench_view",
         [](py::handle obj, long n, py::handle stream) {
           double ns = 0;

@@ -8,6 +8,7 @@ import pytest
 
 import jitbridge
 from gpu_frameworks import N, SPIN_COPY, SPIN_CYCLES, need_cupy, need_numba, need_torch
+from testing_hooks import hooks
 
 pytestmark = pytest.mark.gpu
 
@@ -281,6 +282,36 @@ def test_two_devices_alternating_through_one_kernel(gpu):
         with cp.cuda.Device(1):
             cp.cuda.Device(1).synchronize()
             cp.testing.assert_allclose(y, 1.5 * x + y0, rtol=1e-6, atol=1e-6)
+
+
+def test_every_device_is_a_fast_device(gpu):
+    # Once a kernel has launched on each GPU (the full path resolves it there), launches alternating between
+    # arrays of cuda:0 and cuda:1 all take the shortcut (jitbridge_testing counts them) and compute the right thing.
+    torch = need_torch()
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"needs 2 GPUs, torch sees {torch.cuda.device_count()}")
+    k = jitbridge.RawKernel(AXPBY, "axpby")
+    n = 5000
+    current = torch.cuda.current_device()
+    for call in range(12):
+        d = call % 2
+        x, y = torch.randn(n, device=f"cuda:{d}"), torch.randn(n, device=f"cuda:{d}")
+        a = float(np.random.uniform(0.5, 2))
+        expected = a * x + y
+        before = hooks.shortcut_launches(k)
+        k[(n + 127) // 128, 128](a, x, 1.0, y, n, False, None)
+        # the first launch on each device takes the full path; every later one the shortcut
+        assert hooks.shortcut_launches(k) - before == (0 if call < 2 else 1), f"call {call} on cuda:{d}"
+        assert torch.cuda.current_device() == current
+        torch.cuda.synchronize(d)
+        torch.testing.assert_close(y, expected)
+    assert kinds(k) == [(True, ("floating", "exchange_array", "floating", "exchange_array", "integer", "boolean",
+                                "null_pointer"))]
+    # arrays of two devices in one call still go to the full path, which refuses them
+    before = hooks.shortcut_launches(k)
+    with pytest.raises(ValueError, match="all arrays must be on one device"):
+        k[1, 128](1.5, torch.randn(n, device="cuda:0"), 1.0, torch.randn(n, device="cuda:1"), n, False, None)
+    assert hooks.shortcut_launches(k) == before
 
 
 def test_benchmark_floors_launch_the_addresses_they_read(gpu):

@@ -373,7 +373,8 @@ def subprocess_env():
     return env
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.py") if p.name != "gpt.py"))  # gpt.py: test_torch_training_gpu
+# gpt.py: test_torch_training_gpu; ddp.py (2 processes under torchrun): test_torch_ddp_gpu
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.py") if p.name not in ("gpt.py", "ddp.py")))
 def test_examples_run(gpu, example):
     out = subprocess.run([sys.executable, str(EXAMPLES / example)], capture_output=True, text=True, timeout=900,
                          env=subprocess_env())

@@ -47,6 +47,26 @@ bool accept_array(const ShortcutArg& a, DLDevice where, DLDataType dtype, int& d
   return pointee_accepts(a.any_dtype, a.char_like, a.dtype, dtype);
 }
 
+// The function `k` resolved on device `ordinal` (KernelObject::resolved), or nullptr if none yet.
+const Function* function_on(const KernelObject& k, int ordinal) {
+  const std::size_t i = static_cast<std::size_t>(ordinal);
+  return i < k.functions.size() ? k.functions[i].get() : nullptr;
+}
+
+// `c` on `dev` differs from the last configuration validated: validate_launch runs unless `c` is the
+// last one validated on this device (launches alternating between devices). Throws LaunchConfigError.
+void validate_on(const LaunchShortcut& s, const Function& f, const LaunchConfig& c, const Device& dev) {
+  const std::size_t i = static_cast<std::size_t>(dev.ordinal());
+  if (i >= s.validated_on.size()) s.validated_on.resize(i + 1);
+  LaunchShortcut::Validated& on = s.validated_on[i];
+  if (on.device != &dev || !same_shape(on.config, c)) {
+    validate_launch(f, c, dev);
+    on = {&dev, c};
+  }
+  s.validated_config = c;
+  s.validated_device = &dev;
+}
+
 }  // namespace
 
 bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
@@ -140,7 +160,13 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
   launch_profile::mark(launch_profile::converted);
   if (device < 0) return false;  // no array: the full path picks the current device
   const Device& dev = Device::get(device);
-  if (k.checked_device != &dev) return false;  // the binary's arch is checked there first
+  // The kernel on this device: the last launch's (one compare), else the one a full-path launch
+  // resolved there (its binary's arch checked then); a device not launched on yet declines.
+  const Function* f = k.function.get();
+  if (k.checked_device != &dev) {
+    f = function_on(k, device);
+    if (!f) return false;
+  }
 
   // The consumer-stream rule: stream= if given, else the framework's current stream on the
   // arrays' device (CuPy, exchange API), else the legacy stream. A framework stream that is not
@@ -165,14 +191,10 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
   if (framework && *framework != c.stream) stream_wait(device, c.stream, *framework);
   launch_profile::mark(launch_profile::stream);
 
-  const Function& f = *k.function;
-  if (s->validated_device != &dev || !same_shape(s->validated_config, c)) {
-    validate_launch(f, c, dev);
-    s->validated_config = c;
-    s->validated_device = &dev;
-  }
+  if (s->validated_device != &dev || !same_shape(s->validated_config, c)) validate_on(*s, *f, c, dev);
   launch_profile::mark(launch_profile::validated);
-  launch(f, c, dev, ParamBytes{buffer, s->bytes});
+  launch(*f, c, dev, ParamBytes{buffer, s->bytes});
+  ++s->launches;
   return true;
 }
 

@@ -52,13 +52,25 @@ struct LaunchShortcut {
   // The last configuration validated, and where (validate_launch is skipped when both repeat).
   mutable LaunchConfig validated_config;
   mutable const Device* validated_device = nullptr;
+  // The last configuration validated on each device (by ordinal), consulted only when the device
+  // differs from validated_device: launches alternating between devices skip validate_launch too.
+  struct Validated {
+    const Device* device = nullptr;  // nullptr: none yet
+    LaunchConfig config;
+  };
+  mutable std::vector<Validated> validated_on;
+  // Launches this shortcut made (read by tests through _core._internals). GIL held.
+  mutable std::uint64_t launches = 0;
 };
 
 // Launches `k` through a shortcut when the call fits one; returns false, having launched nothing,
 // waited for nothing and left no Python error set, when none fits or a value needs the full path
-// (a wrong dtype, another device, an int out of range, a producer error). Throws only what the
-// full path would throw for the same call: an explicit `stream_obj` it cannot parse, a launch
-// configuration over a limit (LaunchConfigError), a driver error at the launch. GIL held.
+// (a wrong dtype, arrays on two devices, a device where the kernel has not been resolved yet, an
+// int out of range, a producer error). Every device is served: the kernel's function there is
+// found in its per-device table (KernelObject::functions) when it is not the last launch's.
+// Throws only what the full path would throw for the same call: an explicit `stream_obj` it
+// cannot parse, a launch configuration over a limit (LaunchConfigError), a driver error at the
+// launch. GIL held.
 // Only shortcuts learnt with the same `check_args` are taken.
 bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
                         PyObject* stream_obj, bool check_args);

@@ -1,8 +1,9 @@
-// fake_cuda.cpp — a stand-in libcuda.so.1 with one made-up GPU, so that fuzzed launches reach validate_launch and a recorded cuLaunchKernel on a machine without one.
+// fake_cuda.cpp — a stand-in libcuda.so.1 with made-up GPUs (one; FAKE_CUDA_DEVICES=n for up to 8), so that fuzzed launches reach validate_launch and a recorded cuLaunchKernel on a machine without one.
 // Only what jitbridge asks is implemented; memory is never touched (addresses are made up), copies fail.
 #include <cuda.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -19,8 +20,24 @@ FakeCudaLaunch g_last{};
 thread_local CUcontext t_current = nullptr;
 thread_local CUcontext t_stack[64];
 thread_local int t_depth = 0;
-char g_context_storage[1];
-CUcontext context0() { return reinterpret_cast<CUcontext>(g_context_storage); }
+int g_last_device = -1;  // the device whose context was current at the last launch
+char g_context_storage[kMaxDevices];  // device d's primary context is g_context_storage + d
+CUcontext context_of(int device) { return reinterpret_cast<CUcontext>(g_context_storage + device); }
+CUcontext context0() { return context_of(0); }
+// The device of a context of ours, or -1.
+int device_of(CUcontext c) {
+  const char* p = reinterpret_cast<const char*>(c);
+  return p >= g_context_storage && p < g_context_storage + kMaxDevices ? static_cast<int>(p - g_context_storage) : -1;
+}
+// How many GPUs: FAKE_CUDA_DEVICES (1 to kMaxDevices), else 1.
+int device_count() {
+  static const int n = [] {
+    const char* v = std::getenv("FAKE_CUDA_DEVICES");
+    const int asked = v ? std::atoi(v) : 1;
+    return asked >= 1 && asked <= kMaxDevices ? asked : 1;
+  }();
+  return n;
+}
 std::atomic<std::uintptr_t> g_next_handle{0x10000};
 std::atomic<std::uint64_t> g_next_address{0x7f0000000000ull};
 
@@ -49,12 +66,12 @@ CUresult fGetErrorString(CUresult, const char** out) {
   return CUDA_SUCCESS;
 }
 CUresult fDeviceGetCount(int* n) {
-  *n = 1;
+  *n = device_count();
   return CUDA_SUCCESS;
 }
 CUresult fDeviceGet(CUdevice* d, int ordinal) {
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
+  if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return CUDA_SUCCESS;
 }
 CUresult fDeviceGetName(char* name, int len, CUdevice) {
@@ -86,8 +103,9 @@ CUresult fDeviceTotalMem(std::size_t* bytes, CUdevice) {
   *bytes = std::size_t{80} << 30;
   return CUDA_SUCCESS;
 }
-CUresult fPrimaryCtxRetain(CUcontext* c, CUdevice) {
-  *c = context0();
+CUresult fPrimaryCtxRetain(CUcontext* c, CUdevice d) {
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *c = context_of(d);
   return CUDA_SUCCESS;
 }
 CUresult fPrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
@@ -100,8 +118,8 @@ CUresult fCtxSetCurrent(CUcontext c) {
   return CUDA_SUCCESS;
 }
 CUresult fCtxGetDevice(CUdevice* d) {
-  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
-  *d = 0;
+  if (device_of(t_current) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = device_of(t_current);
   return CUDA_SUCCESS;
 }
 CUresult fSuccess0() { return CUDA_SUCCESS; }
@@ -173,6 +191,7 @@ void record(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, uns
   std::memcpy(l.grid, g, sizeof g);
   std::memcpy(l.block, b, sizeof b);
   l.shared_mem = shared;
+  g_last_device = device_of(t_current);
   for (unsigned i = 0; i < n_attrs; ++i) {
     switch (attrs[i].id) {
       case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
@@ -317,6 +336,11 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
 __attribute__((visibility("default"))) void fake_cuda_last_launch(FakeCudaLaunch* out) {
   std::lock_guard<std::mutex> lock(g_mutex);
   *out = g_last;
+}
+
+__attribute__((visibility("default"))) int fake_cuda_last_launch_device() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_last_device;
 }
 
 }  // extern "C"

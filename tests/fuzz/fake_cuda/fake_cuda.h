@@ -4,9 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 
-// The one made-up GPU: an sm_90 device with H100-like limits. The reference validators use these
+// The made-up GPUs (one, or FAKE_CUDA_DEVICES of them, at most kMaxDevices): sm_90 devices with H100-like limits. The reference validators use these
 // constants; jitbridge reads them through cuDeviceGetAttribute like any driver's.
 namespace fake_cuda {
+constexpr int kMaxDevices = 8;
 constexpr int kCcMajor = 9, kCcMinor = 0;
 constexpr int kMaxThreadsPerBlock = 1024;
 constexpr int kMaxBlockDim[3] = {1024, 1024, 64};
@@ -31,4 +32,6 @@ struct FakeCudaLaunch {
 extern "C" {
 // Copies the last launch into `out` (count == 0: none yet). Exported by the fake libcuda.so.1.
 void fake_cuda_last_launch(FakeCudaLaunch* out);
+// The ordinal of the device whose context was current at the last launch (-1: none yet, or no context).
+int fake_cuda_last_launch_device();
 }

@@ -224,8 +224,8 @@ def dim3(spec, index_ok):
         items = spec[1]
         if not 1 <= len(items) <= 3:
             raise Invalid("1 to 3 dimensions")
-    elif spec[0] in ("int", "intsub", "index"):
-        items = [spec]
+    elif spec[0] in ("int", "intsub", "index") or (spec[0] == "nd0" and isinstance(spec[1], int)):
+        items = [spec]   # one int (a 0-d integer array has __index__, as in a tuple)
     else:
         raise Invalid(f"a {spec[0]} as dimensions")
     out = [intval(s, index_ok, 1, 2**32 - 1) for s in items]
