@@ -36,7 +36,7 @@ STEPS = 300
 LOSS_TOLERANCE = 2e-3        # max |loss(jitbridge) - loss(eager)| over all steps
 SIZES = {   # name: (layers, width, heads, sequence, batch, vocabulary)
     "small": (2, 128, 4, 64, 8, 512),
-    "large": (4, 512, 8, 1024, 16, 4096),
+    "large": (4, 512, 8, 1024, 8, 4096),
 }
 ROUNDS, STEPS_TIMED = 6, 10
 
