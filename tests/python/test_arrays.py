@@ -622,6 +622,8 @@ def test_dtype_spellings(dtype, name):
     ({"shape": "ab"}, TypeError, "expected ints"),
     ({"dtype": "float33"}, ValueError, r"from_ptr\(dtype\).*not a dtype"),
     ({"dtype": np.dtype(">f4")}, ValueError, "big-endian"),
+    ({"dtype": "1int"}, ValueError, r"from_ptr\(dtype\): dtype .* is a subarray dtype"),  # NumPy: ('<i8', (1,))
+    ({"dtype": np.dtype(("<f4", (2, 3)))}, ValueError, "subarray dtype"),
     ({"dtype": None}, TypeError, "a dtype is required"),
     ({"device": "tpu:0"}, ValueError, r"from_ptr\(device\)"),
     ({"strides": (1,)}, ValueError, "strides has 1 entries for 2 dimensions"),
@@ -686,3 +688,10 @@ def test_array_view_dlpack_errors_and_cuda_array_interface():
         v.__dlpack__(dl_device=(1, 0))
     with pytest.raises(AttributeError, match="cpu memory has no __cuda_array_interface__"):
         jitbridge.as_array(np.zeros(3)).__cuda_array_interface__
+
+
+def test_from_ptr_numpy_void_dtypes_are_opaque_bytes():
+    # An unstructured void and a structured dtype are items of opaque bytes, as the text "V8" is.
+    for d in (np.dtype("V8"), "V8", np.dtype([("x", "<f4"), ("y", "<i4")])):
+        v = jitbridge.from_ptr(0x1000, (3,), d)
+        assert (v.dtype, v.nbytes) == ("void64", 24)

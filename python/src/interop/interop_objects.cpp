@@ -164,6 +164,16 @@ DLDataType parse_dtype(py::handle dtype, const char* arg) {
     const Subject subject(arg, ": numpy.dtype() of it");
     if (text_attr(nd.ptr(), "byteorder", subject) == ">")
       value_error(arg, fmt::format("dtype {} is big-endian; only little-endian data is supported", describe(nd.ptr())));
+    // A subarray dtype ('2i4', '(3,)f4') has items that are arrays themselves: NumPy moves those
+    // dimensions into an array's shape, so taking it as opaque bytes would lose them silently.
+    PyObject* sub = PyObject_GetAttrString(nd.ptr(), "shape");
+    if (!sub) raise_from_current(PyExc_TypeError, fmt::format("{}: reading numpy.dtype().shape failed", arg));
+    const bool has_subarray = !PyTuple_Check(sub) || PyTuple_GET_SIZE(sub) != 0;
+    Py_DECREF(sub);
+    if (has_subarray)
+      value_error(arg, fmt::format("dtype {} is a subarray dtype (its items are arrays); pass its base dtype "
+                                   "and put the item dimensions in the shape",
+                                   describe(nd.ptr())));
     const std::string name = text_attr(nd.ptr(), "name", subject);
     if (std::optional<DLDataType> r = dtype_from_name(name)) return *r;
     value_error(arg, fmt::format("dtype {} is not supported", name));

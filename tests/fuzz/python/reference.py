@@ -290,7 +290,11 @@ def judge_dtype_arg(spec, numpy):
         raise Invalid("numpy.dtype() refuses it")
     if nd.byteorder == ">":
         raise Invalid("big-endian")
+    if nd.shape != ():
+        raise Invalid("a subarray dtype")
     if nd.fields is not None and nd.itemsize > 0:  # a structured dtype: opaque bytes of its size (issue 14)
+        return nd.name
+    if void_name(nd.name):  # numpy.dtype("V8"): opaque bytes, as the text "V8" is
         return nd.name
     if nd.name not in DTYPES:
         raise Invalid("unsupported dtype")
