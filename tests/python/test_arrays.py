@@ -1,5 +1,6 @@
-"""jitbridge.as_array / from_ptr / ArrayView on the CPU: NumPy 2.x DLPack, synthetic DLPack producers and capsules,
-__cuda_array_interface__ dicts, a synthetic DLPack exchange-API framework, streams and every kind of bad input."""
+"""jitbridge.as_array / ArrayView on the CPU: NumPy 2.x DLPack, synthetic DLPack producers and capsules, objects
+that are not arrays, a synthetic DLPack exchange-API framework, and refusals that leak nothing. (CAI dicts and streams:
+test_cai.py; from_ptr: test_from_ptr.py.)"""
 import gc
 import weakref
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 import jitbridge
+from array_producers import CAI, LegacyProducer, Producer
 from gpu_frameworks import MADE_UP_ADDRESSES
 from testing_hooks import hooks
 
@@ -17,48 +19,6 @@ RNG = np.random.default_rng(1234)
 
 def deletes():
     return hooks.deleter_count()
-
-
-class Producer:
-    """A __dlpack__ producer returning a prepared capsule; records how it was called."""
-
-    def __init__(self, capsule, device=(1, 0)):
-        self.capsule = capsule
-        self.device = device
-        self.calls = []
-
-    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        self.calls.append({"stream": stream, "max_version": max_version})
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return self.device
-
-
-class LegacyProducer(Producer):
-    """A producer from before DLPack 1.0: no max_version keyword."""
-
-    def __dlpack__(self, stream=None):
-        self.calls.append({"stream": stream})
-        return self.capsule
-
-
-class CAI:
-    """An object exporting a given __cuda_array_interface__ dict (a property on the type)."""
-
-    def __init__(self, iface):
-        self.iface = iface
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.iface
-
-
-def cai(**fields):
-    d = {"shape": (4, 3), "typestr": "<f4", "data": (0x10000, False), "version": 3}
-    d.update(fields)
-    return CAI({k: v for k, v in d.items() if v is not ...})
-
 
 # ---- NumPy 2.x (versioned CPU DLPack capsules) ------------------------------------------------------
 
@@ -344,135 +304,6 @@ def test_instance_attribute_protocols_are_found():
     assert v.ptr == 0x4000 and v.dtype == "int32" and v.readonly
 
 
-# ---- __cuda_array_interface__ --------------------------------------------------------------------------
-
-
-def test_cai_fields_strides_in_bytes_become_elements():
-    v = jitbridge.as_array(cai(shape=(4, 3), strides=(4, 16), data=(0xABC000, True), typestr="<f4"))
-    assert v.ptr == 0xABC000 and v.shape == (4, 3) and v.strides == (1, 4)
-    assert v.readonly and v.device == "cuda:0" and v.dtype == "float32"
-    assert jitbridge.as_array(cai(strides=None)).strides == (3, 1)
-    assert jitbridge.as_array(cai(strides=...)).strides == (3, 1)
-
-
-@pytest.mark.parametrize("typestr,dtype", [("<f2", "float16"), ("<f8", "float64"), ("|b1", "bool"), ("|i1", "int8"),
-                                           ("<u2", "uint16"), ("<i8", "int64"), ("<c8", "complex64"),
-                                           ("<c16", "complex128"), ("<V2", "bfloat16")])
-def test_cai_typestrs(typestr, dtype):
-    assert jitbridge.as_array(cai(typestr=typestr, strides=None)).dtype == dtype
-
-
-def test_cai_v2_and_zero_size_with_null_pointer():
-    v = jitbridge.as_array(cai(version=2, shape=(0, 5), data=(0, False)))
-    assert v.size == 0 and v.ptr == 0
-    assert jitbridge.as_array(cai(version=3, shape=(), data=(0x1000, False))).ndim == 0
-
-
-@pytest.mark.parametrize("key", ["shape", "typestr", "data", "version"])
-def test_cai_missing_key_is_named(key):
-    with pytest.raises(ValueError, match=rf"as_array\(obj\): __cuda_array_interface__ has no '{key}' key"):
-        jitbridge.as_array(cai(**{key: ...}))
-
-
-@pytest.mark.parametrize("typestr,why", [(">f4", "big-endian"), ("<q4", "not a supported dtype"),
-                                         ("<f3", "not a supported dtype"), ("f", "malformed"), ("<f", "malformed")])
-def test_cai_bad_typestr(typestr, why):
-    with pytest.raises(ValueError, match=rf"as_array\(obj\).*{why}"):
-        jitbridge.as_array(cai(typestr=typestr))
-
-
-def test_cai_null_pointer_with_elements():
-    with pytest.raises(ValueError, match=r"as_array\(obj\): data pointer is 0 but the array is not empty"):
-        jitbridge.as_array(cai(data=(0, False)))
-
-
-@pytest.mark.parametrize("version", [4, 17])
-def test_cai_version_above_3(version):
-    with pytest.raises(ValueError, match=rf"version {version} is not supported"):
-        jitbridge.as_array(cai(version=version))
-
-
-def test_cai_mask_is_refused():
-    with pytest.raises(BufferError, match=r"as_array\(obj\).*mask"):
-        jitbridge.as_array(cai(mask=cai()))
-    assert jitbridge.as_array(cai(mask=None)).shape == (4, 3)
-
-
-def test_cai_stream_zero_is_invalid():
-    with pytest.raises(ValueError, match=r"stream 0 is not allowed"):
-        jitbridge.as_array(cai(stream=0))
-
-
-def test_cai_same_stream_needs_no_event():
-    # Producer stream == consumer stream: nothing to order, so this works without a driver too.
-    assert jitbridge.as_array(cai(stream=1)).stream == 1
-    v = jitbridge.as_array(cai(stream=0x5000), stream=0x5000)
-    assert v.stream == 0x5000
-
-
-def test_cai_other_stream_needs_the_driver():
-    if jitbridge.driver_info()["found"]:
-        pytest.skip("a driver is present: the no-driver error cannot be observed here")
-    with pytest.raises(jitbridge.NoDriverError):
-        jitbridge.as_array(cai(stream=0x5000))  # an event is due: consumer is the legacy stream
-
-
-@pytest.mark.parametrize("bad,exc,why", [
-    ({"shape": "44"}, TypeError, "'shape' is a str"),
-    ({"shape": (4, 3.0)}, TypeError, "shape holds a float"),
-    ({"shape": (4, -3)}, ValueError, r"shape\[1\] is negative"),
-    ({"shape": (2 ** 62, 2 ** 62)}, ValueError, "overflows"),
-    ({"data": 0x1000}, TypeError, r"'data' must be a \(pointer, read_only\) tuple"),
-    ({"data": (-5, False)}, ValueError, "negative"),
-    ({"strides": (4,)}, ValueError, "strides has 1 entries for 2 dimensions"),
-    ({"strides": (12, 3)}, ValueError, "not a multiple of the item size"),
-    ({"typestr": 4}, TypeError, "'typestr' is a int"),
-    ({"version": "3"}, TypeError, "'version' holds a str"),
-])
-def test_cai_malformed(bad, exc, why):
-    with pytest.raises(exc, match=why):
-        jitbridge.as_array(cai(**bad))
-
-
-def test_cai_not_a_dict():
-    with pytest.raises(TypeError, match="is a list, not a dict"):
-        jitbridge.as_array(CAI([1, 2]))
-
-
-# ---- streams -----------------------------------------------------------------------------------------------
-
-
-class CudaStreamProtocol:
-    def __init__(self, handle):
-        self.handle = handle
-
-    def __cuda_stream__(self):
-        return (0, self.handle)
-
-
-class TorchLikeStream:
-    cuda_stream = 0x9000
-
-
-class CupyLikeStream:
-    ptr = 0xA000
-
-
-@pytest.mark.parametrize("stream,value", [(None, 1), (0, 1), (1, 1), (2, 2), (0x7000, 0x7000),
-                                          (CudaStreamProtocol(0x8000), 0x8000), (TorchLikeStream(), 0x9000),
-                                          (CupyLikeStream(), 0xA000), (CudaStreamProtocol(0), 1)])
-def test_explicit_stream_forms(stream, value):
-    v = jitbridge.as_array(cai(stream=None), stream=stream)
-    assert v.stream == value
-
-
-@pytest.mark.parametrize("stream,exc", [(True, TypeError), ("s", TypeError), (-3, ValueError), (2.0, TypeError),
-                                        (object(), TypeError)])
-def test_bad_explicit_stream(stream, exc):
-    with pytest.raises(exc, match="stream"):
-        jitbridge.as_array(np.zeros(3), stream=stream)
-
-
 # ---- a synthetic framework with the DLPack C exchange API --------------------------------------------------------
 
 
@@ -579,63 +410,6 @@ def test_like_without_exchange_api_is_a_type_error():
         jitbridge.empty((3,), "float32", like=np.ndarray)
 
 
-# ---- from_ptr -----------------------------------------------------------------------------------------------
-
-
-def test_from_ptr_fields_and_owner():
-    class Owner:
-        pass
-
-    owner = Owner()
-    ref = weakref.ref(owner)
-    v = jitbridge.from_ptr(0x7F0000001000, (3, 4), "bfloat16", device=1, strides=(1, -3), owner=owner)
-    assert v.ptr == 0x7F0000001000 and v.shape == (3, 4) and v.strides == (1, -3)
-    assert v.dtype == "bfloat16" and v.device == "cuda:1" and v.obj is owner and v.stream == 1
-    del owner
-    gc.collect()
-    assert ref() is not None
-    del v
-    gc.collect()
-    assert ref() is None
-
-
-def test_from_ptr_host_memory_roundtrips_numpy():
-    a = RNG.standard_normal((2, 5)).astype(np.float32)
-    v = jitbridge.from_ptr(a.ctypes.data, a.shape, a.dtype, device="cpu", owner=a, readonly=True)
-    assert v.device == "cpu" and v.readonly and v.strides == (5, 1) and v.dtype == "float32"
-    assert jitbridge.as_array(v).ptr == a.ctypes.data  # jitbridge's own views are read directly
-
-
-@pytest.mark.parametrize("dtype,name", [("float32", "float32"), ("f4", "float32"), ("<c8", "complex64"),
-                                        ("torch.bfloat16", "bfloat16"), ("torch.float8_e4m3fn", "float8_e4m3fn"),
-                                        ("half", "float16"), (float, "float64"), (bool, "bool"), (int, "int64"),
-                                        (np.uint16, "uint16"), (np.dtype("int8"), "int8"), ("d", "float64")])
-def test_dtype_spellings(dtype, name):
-    assert jitbridge.from_ptr(0x1000, 2, dtype).dtype == name
-
-
-@pytest.mark.parametrize("kwargs,exc,why", [
-    ({"ptr": 0}, ValueError, "data is NULL"),
-    ({"ptr": -1}, ValueError, "ptr is negative"),
-    ({"ptr": 1.5}, TypeError, "ptr must be an int"),
-    ({"shape": (2, -1)}, ValueError, r"from_ptr\(shape\): entry 1 is negative"),
-    ({"shape": "ab"}, TypeError, "expected ints"),
-    ({"dtype": "float33"}, ValueError, r"from_ptr\(dtype\).*not a dtype"),
-    ({"dtype": np.dtype(">f4")}, ValueError, "big-endian"),
-    ({"dtype": "1int"}, ValueError, r"from_ptr\(dtype\): dtype .* is a subarray dtype"),  # NumPy: ('<i8', (1,))
-    ({"dtype": np.dtype(("<f4", (2, 3)))}, ValueError, "subarray dtype"),
-    ({"dtype": None}, TypeError, "a dtype is required"),
-    ({"device": "tpu:0"}, ValueError, r"from_ptr\(device\)"),
-    ({"strides": (1,)}, ValueError, "strides has 1 entries for 2 dimensions"),
-    ({"shape": (2 ** 40, 2 ** 40)}, ValueError, "overflows"),
-])
-def test_from_ptr_bad_input(kwargs, exc, why):
-    args = {"ptr": 0x1000, "shape": (2, 3), "dtype": "float32"}
-    args.update(kwargs)
-    with pytest.raises(exc, match=why):
-        jitbridge.from_ptr(**args)
-
-
 def test_refused_inputs_leak_no_references():
     import sys
 
@@ -674,24 +448,3 @@ def test_array_views_export_dlpack_and_keep_their_producer_alive():
     del out
     gc.collect()
     assert ref() is None            # and the last holder releases it
-
-
-def test_array_view_dlpack_errors_and_cuda_array_interface():
-    v = jitbridge.from_ptr(0x10000, (2, 3), "float32", device="cuda:0", strides=(1, 2))
-    cai = v.__cuda_array_interface__
-    assert cai["data"] == (0x10000, False)
-    assert cai["strides"] == (4, 8)
-    assert cai["typestr"] == "<f4" and cai["version"] == 3
-    with pytest.raises(BufferError, match="cannot copy"):
-        v.__dlpack__(copy=True)
-    with pytest.raises(BufferError, match="does not copy across devices"):
-        v.__dlpack__(dl_device=(1, 0))
-    with pytest.raises(AttributeError, match="cpu memory has no __cuda_array_interface__"):
-        jitbridge.as_array(np.zeros(3)).__cuda_array_interface__
-
-
-def test_from_ptr_numpy_void_dtypes_are_opaque_bytes():
-    # An unstructured void and a structured dtype are items of opaque bytes, as the text "V8" is.
-    for d in (np.dtype("V8"), "V8", np.dtype([("x", "<f4"), ("y", "<i4")])):
-        v = jitbridge.from_ptr(0x1000, (3,), d)
-        assert (v.dtype, v.nbytes) == ("void64", 24)
