@@ -299,13 +299,7 @@ void Cache::Impl::write_entry(const std::string& key, const detail::CacheRecord&
     }
     if (fd.close() != 0 && err == 0) err = errno;  // NFS reports a full disk at close
   }
-  if (err == 0 && ::rename(temp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    // A directory where the entry should be: removed when empty, then the rename is tried again.
-    if ((err == EISDIR || err == ENOTEMPTY || err == EEXIST) && ::rmdir(path.c_str()) == 0 &&
-        ::rename(temp.c_str(), path.c_str()) == 0)
-      err = 0;
-  }
+  if (err == 0) err = detail::rename_into_place(temp, path);
   if (err != 0) {
     ::unlink(temp.c_str());
     // A full disk, a file size limit or something in the entry's place is not a broken directory:

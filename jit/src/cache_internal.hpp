@@ -108,6 +108,12 @@ class UniqueFd {
 // The descriptor is closed on every path. Never throws except std::bad_alloc.
 bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out);
 
+// Renames the finished temporary file `temp` to `path` (same directory): 0, or the errno that
+// stopped it. An empty directory in the entry's place is removed and the rename tried again. An
+// ENOENT with `temp` gone and `path` present is 0: an NFS client retransmits a rename whose reply
+// was lost, and the server, having done it, answers ENOENT (the entry is in place either way).
+int rename_into_place(const std::string& temp, const std::string& path) noexcept;
+
 }  // namespace jitbridge::detail
 
 namespace jitbridge {

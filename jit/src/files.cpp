@@ -12,6 +12,19 @@
 
 namespace jitbridge::detail {
 
+int rename_into_place(const std::string& temp, const std::string& path) noexcept {
+  if (::rename(temp.c_str(), path.c_str()) == 0) return 0;
+  const int err = errno;
+  if ((err == EISDIR || err == ENOTEMPTY || err == EEXIST) && ::rmdir(path.c_str()) == 0 &&
+      ::rename(temp.c_str(), path.c_str()) == 0)
+    return 0;
+  struct stat st;
+  if (err == ENOENT && ::lstat(temp.c_str(), &st) != 0 && errno == ENOENT && ::lstat(path.c_str(), &st) == 0 &&
+      S_ISREG(st.st_mode))
+    return 0;
+  return err;
+}
+
 bool read_regular_file(int fd, std::uint64_t max_bytes, std::string& out) {
   struct stat st;
   if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <thread>
@@ -148,6 +150,48 @@ TEST_CASE("cache files: a directory where an entry should be keeps the disk cach
     cache.impl().store("other-key", record_with("y"));  // later entries still go to disk
     CHECK(is_regular(dir + "/v1/other-key.jbc"));
   }
+}
+
+TEST_CASE("cache files: rename_into_place takes an NFS retransmission's ENOENT as done, nothing else") {
+  const std::string dir = make_temp_dir();
+  const std::string temp = dir + "/.tmp-1", path = dir + "/k.jbc";
+  auto write = [](const std::string& p, const char* text) {
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, text, std::strlen(text)) == static_cast<ssize_t>(std::strlen(text)));
+    REQUIRE(::close(fd) == 0);
+  };
+  SECTION("a plain rename") {
+    write(temp, "new");
+    CHECK(detail::rename_into_place(temp, path) == 0);
+    CHECK_FALSE(is_regular(temp));
+    CHECK(is_regular(path));
+  }
+  SECTION("the temporary file gone and the entry in place: the server already renamed it") {
+    write(path, "renamed by the first transmission");
+    CHECK(detail::rename_into_place(temp, path) == 0);
+  }
+  SECTION("the temporary file gone and no entry: ENOENT") {
+    CHECK(detail::rename_into_place(temp, path) == ENOENT);
+  }
+  SECTION("the temporary file gone and a directory in the entry's place: ENOENT") {
+    REQUIRE(::mkdir(path.c_str(), 0700) == 0);
+    CHECK(detail::rename_into_place(temp, path) == ENOENT);
+  }
+  SECTION("an empty directory in the entry's place is removed, a full one refuses") {
+    REQUIRE(::mkdir(path.c_str(), 0700) == 0);
+    write(temp, "new");
+    CHECK(detail::rename_into_place(temp, path) == 0);
+    CHECK(is_regular(path));
+    REQUIRE(::unlink(path.c_str()) == 0);
+    REQUIRE(::mkdir(path.c_str(), 0700) == 0);
+    REQUIRE(::mkdir((path + "/inside").c_str(), 0700) == 0);
+    write(temp, "new");
+    const int err = detail::rename_into_place(temp, path);
+    CHECK((err == EISDIR || err == ENOTEMPTY || err == EEXIST));
+    CHECK(is_regular(temp));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("cache files: entries over the size cap are misses, never read") {
