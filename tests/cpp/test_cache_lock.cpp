@@ -1,7 +1,6 @@
 // test_cache_lock.cpp — the lock file beside a cache entry: busy/held/unavailable, the state it keeps, a holder killed while holding, waits, timeouts, and 8 threads taking turns ([threads]).
 #include <catch2/catch.hpp>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -16,6 +15,7 @@
 
 #include "cache_lock.hpp"
 #include "fd_count.hpp"
+#include "temp_dir.hpp"
 #include "jitbridge/cache.hpp"
 #include "jit_internal.hpp"
 
@@ -26,16 +26,8 @@ using jitbridge::testing::NoFdLeak;
 
 namespace {
 
-struct LockDir {
-  std::string path = "/tmp/jitbridge-cache-lock-XXXXXX";
-  LockDir() { REQUIRE(::mkdtemp(path.data())); }
-  ~LockDir() {
-    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-           FTW_DEPTH | FTW_PHYS);
-  }
-  LockDir(const LockDir&) = delete;
-  LockDir& operator=(const LockDir&) = delete;
-  std::string file(const char* name) const { return path + "/" + name; }
+struct LockDir : jitbridge::testing::TempDir {
+  LockDir() : TempDir("cache-lock") {}
 };
 
 std::string contents(const std::string& path) {

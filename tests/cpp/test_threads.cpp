@@ -1,7 +1,6 @@
 // test_threads.cpp — [threads]: 8 threads compiling, racing on the cache, packing and launching at once (TSan runs these).
 #include <catch2/catch.hpp>
 #include <dirent.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "gpu_or_skip.hpp"
+#include "temp_dir.hpp"
 #include "jitbridge/arguments.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
@@ -72,17 +72,7 @@ void check_no_errors(const std::vector<std::string>& errors) {
   }
 }
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  std::string path = "/tmp/jitbridge-threads-test-XXXXXX";
-  TempDir() { REQUIRE(::mkdtemp(path.data())); }
-  ~TempDir() {
-    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); }, 16,
-           FTW_DEPTH | FTW_PHYS);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using jitbridge::testing::TempDir;  // temp_dir.hpp
 
 bool is_entry_name(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".jbc") == 0;
