@@ -8,20 +8,11 @@ import numpy as np
 import pytest
 
 import jitbridge
+from array_producers import CAI  # __cuda_array_interface__ as a property returning the same dict object each time
 from gpu_frameworks import MADE_UP_ADDRESSES
 from hostile import I64_MAX, Index, refused
 
 pytestmark = MADE_UP_ADDRESSES
-
-class CAI:
-    """__cuda_array_interface__ as a property returning the same dict object every time."""
-
-    def __init__(self, iface):
-        self.iface = iface
-
-    @property
-    def __cuda_array_interface__(self):
-        return self.iface
 
 
 def fresh(text):
