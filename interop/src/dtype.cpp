@@ -1,6 +1,7 @@
 // dtype.cpp — DLPack dtypes: names, sizes, and __cuda_array_interface__ typestrs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "jitbridge/array.hpp"
@@ -87,11 +88,14 @@ DLDataType dtype_from_typestr(std::string_view typestr, std::string_view arg) {
                        fmt::format("{}: typestr '{}' is malformed (expected e.g. '<f4')", arg, typestr));
   char order = typestr[0], kind = typestr[1];
   std::string_view digits = typestr.substr(2);
-  int bytes = 0;
+  // Saturating: a size past any supported one (opaque items go up to 0xFFFF bytes) stays too big,
+  // whatever its digits (leading zeros included), and is "not supported" below, not "malformed".
+  constexpr std::uint32_t kPastAnySize = 1u << 20;
+  std::uint32_t bytes = 0;
   for (char c : digits) {
-    if (c < '0' || c > '9' || bytes > 1000)
+    if (c < '0' || c > '9')
       throw InteropError(InteropError::Kind::value, fmt::format("{}: typestr '{}' is malformed", arg, typestr));
-    bytes = bytes * 10 + (c - '0');
+    bytes = std::min(bytes * 10 + static_cast<std::uint32_t>(c - '0'), kPastAnySize);
   }
   if (order == '>' && bytes > 1)
     throw InteropError(InteropError::Kind::value,
@@ -109,7 +113,7 @@ DLDataType dtype_from_typestr(std::string_view typestr, std::string_view arg) {
     case 'c': if (bytes == 8 || bytes == 16) return make(kDLComplex); break;
     case 'V':
       if (bytes == 2) return make(kDLBfloat);  // torch exports bfloat16 as "<V2"
-      if (bytes >= 1) return opaque_bytes(static_cast<std::size_t>(bytes));  // structured items (|V<n>)
+      if (bytes >= 1 && bytes <= 0xFFFF) return opaque_bytes(bytes);  // structured items (|V<n>)
       break;
     default: break;
   }

@@ -131,6 +131,17 @@ TEST_CASE("view_from_cai: typestrs, byte strides and bad input") {
                     Catch::Contains("not a supported dtype"));
   CHECK_THROWS_WITH(view_from_cai(0x10, false, {2}, std::nullopt, "f", {kDLCUDA, 0}, nullptr, "b"),
                     Catch::Contains("malformed"));
+  // Structured items of any size an opaque dtype holds (up to 0xFFFF bytes), leading zeros or not (a fuzz finding:
+  // sizes past 10009 bytes were called malformed); past that, and 0, not supported.
+  CHECK(dtype_name(view_from_cai(0x10, false, {2}, std::nullopt, "|V63000", {kDLCUDA, 0}, nullptr, "a").dtype) ==
+        "void504000");
+  CHECK(dtype_name(view_from_cai(0x10, false, {2}, std::nullopt, "<V0000065535", {kDLCUDA, 0}, nullptr, "a").dtype) ==
+        "void524280");
+  for (const char* unsupported : {"|V65536", "|V0", "|V99999999999999999999999"})
+    CHECK_THROWS_WITH(view_from_cai(0x10, false, {2}, std::nullopt, unsupported, {kDLCUDA, 0}, nullptr, "b"),
+                      Catch::Contains("not a supported dtype"));
+  CHECK_THROWS_WITH(view_from_cai(0x10, false, {2}, std::nullopt, "<f00000000000000000004x", {kDLCUDA, 0}, nullptr, "b"),
+                    Catch::Contains("malformed"));
   CHECK_THROWS_WITH(view_from_cai(0, false, {2}, std::nullopt, "<f4", {kDLCUDA, 0}, nullptr, "c"),
                     Catch::Contains("c: data pointer is 0"));
   CHECK_THROWS_WITH(view_from_cai(0x10, false, {2}, std::vector<std::int64_t>{3}, "<f4", {kDLCUDA, 0}, nullptr, "d"),

@@ -137,3 +137,16 @@ def test_explicit_stream_forms(stream, value):
 def test_bad_explicit_stream(stream, exc):
     with pytest.raises(exc, match="stream"):
         jitbridge.as_array(np.zeros(3), stream=stream)
+
+
+@pytest.mark.parametrize("typestr,name", [("|V63000", "void504000"), ("<V0000063000", "void504000"),
+                                          ("|V65535", "void524280"), ("|V3", "void24")])
+def test_cai_structured_items_of_any_opaque_size(typestr, name):
+    # A CuPy structured array exports |V<itemsize>; jitbridge's opaque dtypes hold up to 0xFFFF bytes.
+    assert jitbridge.as_array(cai(typestr=typestr, shape=(2,))).dtype == name
+
+
+@pytest.mark.parametrize("typestr", ["|V65536", "|V0", "|V" + "9" * 30])
+def test_cai_structured_items_too_big_are_unsupported_not_malformed(typestr):
+    with pytest.raises(ValueError, match=r"as_array\(obj\): typestr .* is not a supported dtype"):
+        jitbridge.as_array(cai(typestr=typestr, shape=(2,)))

@@ -62,7 +62,7 @@ def typestr_dtype(t):
             ("u", 1): "uint8", ("u", 2): "uint16", ("u", 4): "uint32", ("u", 8): "uint64",
             ("f", 2): "float16", ("f", 4): "float32", ("f", 8): "float64", ("c", 8): "complex64",
             ("c", 16): "complex128", ("V", 2): "bfloat16"}.get((t[1], n),
-                                                                f"void{n * 8}" if t[1] == "V" and 1 <= n and n // 10 <= 1000 else None)
+                                                                f"void{n * 8}" if t[1] == "V" and 1 <= n <= 0xFFFF else None)
 
 
 def dtype_from_text(s):
