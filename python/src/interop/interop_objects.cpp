@@ -43,11 +43,17 @@ void refuse_text(PyObject* o, const char* arg) {
     type_error(arg, fmt::format("expected ints (an int or a sequence of ints), got a {}", Py_TYPE(o)->tp_name));
 }
 
-// obj.<name> as UTF-8 text. TypeError / ValueError naming `subject` when it cannot be read.
-std::string text_attr(PyObject* obj, const char* name, const Subject& subject) {
+// obj.<name>, owned. TypeError naming `subject` when reading it raises.
+py::object attr_of(PyObject* obj, const char* name, const Subject& subject) {
   PyObject* v = PyObject_GetAttrString(obj, name);
   if (!v) raise_from_current(PyExc_TypeError, fmt::format("{}: reading its .{} failed", subject.text(), name));
-  const py::object owned = py::reinterpret_steal<py::object>(v);
+  return py::reinterpret_steal<py::object>(v);
+}
+
+// obj.<name> as UTF-8 text. TypeError / ValueError naming `subject` when it cannot be read.
+std::string text_attr(PyObject* obj, const char* name, const Subject& subject) {
+  const py::object owned = attr_of(obj, name, subject);
+  PyObject* v = owned.ptr();
   if (!PyUnicode_Check(v))
     type_error(subject.text().c_str(), fmt::format(".{} is a {}, not a str", name, Py_TYPE(v)->tp_name));
   return std::string(utf8_of(v, subject));
@@ -166,11 +172,8 @@ DLDataType parse_dtype(py::handle dtype, const char* arg) {
       value_error(arg, fmt::format("dtype {} is big-endian; only little-endian data is supported", describe(nd.ptr())));
     // A subarray dtype ('2i4', '(3,)f4') has items that are arrays themselves: NumPy moves those
     // dimensions into an array's shape, so taking it as opaque bytes would lose them silently.
-    PyObject* sub = PyObject_GetAttrString(nd.ptr(), "shape");
-    if (!sub) raise_from_current(PyExc_TypeError, fmt::format("{}: reading numpy.dtype().shape failed", arg));
-    const bool has_subarray = !PyTuple_Check(sub) || PyTuple_GET_SIZE(sub) != 0;
-    Py_DECREF(sub);
-    if (has_subarray)
+    const py::object sub = attr_of(nd.ptr(), "shape", subject);
+    if (!PyTuple_Check(sub.ptr()) || PyTuple_GET_SIZE(sub.ptr()) != 0)
       value_error(arg, fmt::format("dtype {} is a subarray dtype (its items are arrays); pass its base dtype "
                                    "and put the item dimensions in the shape",
                                    describe(nd.ptr())));
