@@ -1,9 +1,13 @@
 # shellcheck shell=bash
-# Helpers shared by scripts/setup, scripts/fuzz, scripts/demo and scripts/check-packaging (sourced, not run).
+# Helpers and constants shared by the scripts (setup, reference, fuzz, demo, check-packaging; sourced, not run).
 
 log() { printf '[%s] %s\n' "${JB_SCRIPT:-jitbridge}" "$*"; }
 warn() { printf '[%s] warning: %s\n' "${JB_SCRIPT:-jitbridge}" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "${JB_SCRIPT:-jitbridge}" "$*" >&2; exit 1; }
+
+# The pybind11 python/jitbridge/_core.pyi was generated with: scripts/setup installs it where pybind11 is missing,
+# scripts/reference --check compares the stub only against a build made with it (the stub's text follows pybind11's).
+JB_PYBIND11_VERSION=3.1.0
 
 # Run a command as root: directly when we are root, else through sudo (non-interactive
 # when there is no terminal, as in CI, so it fails instead of waiting for a password).
