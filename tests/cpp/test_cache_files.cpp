@@ -13,13 +13,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <future>
 #include <thread>
 
 #include "cache_internal.hpp"
 #include "fd_count.hpp"
+#include "temp_dir.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 
@@ -153,8 +153,8 @@ TEST_CASE("cache files: a directory where an entry should be keeps the disk cach
 }
 
 TEST_CASE("cache files: rename_into_place takes an NFS retransmission's ENOENT as done, nothing else") {
-  const std::string dir = make_temp_dir();
-  const std::string temp = dir + "/.tmp-1", path = dir + "/k.jbc";
+  const jitbridge::testing::TempDir dir("cache-rename");
+  const std::string temp = dir.file(".tmp-1"), path = dir.file("k.jbc");
   auto write = [](const std::string& p, const char* text) {
     const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     REQUIRE(fd >= 0);
@@ -191,7 +191,6 @@ TEST_CASE("cache files: rename_into_place takes an NFS retransmission's ENOENT a
     CHECK((err == EISDIR || err == ENOTEMPTY || err == EEXIST));
     CHECK(is_regular(temp));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("cache files: entries over the size cap are misses, never read") {
