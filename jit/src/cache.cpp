@@ -33,16 +33,6 @@ std::function<void(const std::string&)>& warning_handler() {
   return h;
 }
 
-bool make_dirs(const std::string& path) {
-  for (std::size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string part = path.substr(0, pos);
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
-  }
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 bool ends_with(const std::string& s, const char* suffix) {
   const std::size_t n = std::char_traits<char>::length(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
@@ -114,13 +104,16 @@ std::int64_t mtime_ns(const struct stat& st) noexcept {
   return st.st_mtim.tv_sec < 0 ? INT64_MIN : INT64_MAX;
 }
 
-bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out) {
+bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out, const DirectoryTrust* trust) {
   struct stat st;
   // lstat first: a FIFO, device or symlink is never even opened (opening some devices acts).
   if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  // read_regular_file fstats again: the name may have been replaced between lstat and open.
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
-  return fd && read_regular_file(fd.get(), max_bytes, out);
+  // The owner from the descriptor (the name may have been replaced between lstat and open);
+  // read_regular_file fstats again for the type and size.
+  if (!fd || ::fstat(fd.get(), &st) != 0) return false;
+  if (trust ? !trust->owner_ok(st.st_uid) : st.st_uid != ::geteuid()) return false;
+  return read_regular_file(fd.get(), max_bytes, out);
 }
 
 }  // namespace detail
@@ -156,6 +149,7 @@ CacheConfig CacheConfig::from_environment() {
   } else {
     c.disk = false;
   }
+  if (const char* v = std::getenv("JITBRIDGE_CACHE_TRUST_GROUP"); v && *v) c.trust_group = v;
   if (const char* v = std::getenv("JITBRIDGE_CACHE_MAX_BYTES"); v && *v) {
     char* end = nullptr;
     unsigned long long n = std::strtoull(v, &end, 10);
@@ -185,7 +179,14 @@ CacheInfo Cache::info() const { return impl_->info(); }
 std::uint64_t Cache::clear() { return impl_->clear(); }
 
 Cache::Impl::Impl(const CacheConfig& config)
-    : config_(config), entries_dir_(config.directory + "/v1"), disk_ok_(config.disk && !config.directory.empty()) {}
+    : config_(config), entries_dir_(config.directory + "/v1"), disk_ok_(config.disk && !config.directory.empty()) {
+  if (!config_.disk) disk_reason_ = "turned off (JITBRIDGE_CACHE=0)";
+  else if (config_.directory.empty()) disk_reason_ = "no directory (neither JITBRIDGE_CACHE_DIR nor HOME is set)";
+  if (!config_.trust_group.empty()) {
+    if (std::optional<detail::DirectoryTrust> t = detail::DirectoryTrust::of_group(config_.trust_group, trust_error_))
+      trust_ = std::move(*t);
+  }
+}
 
 std::string Cache::Impl::entry_path(const std::string& key) const {
   return entries_dir_ + "/" + key + kSuffix;
@@ -198,14 +199,30 @@ std::string Cache::Impl::lock_path(const std::string& key) const {
 std::string Cache::Impl::disable_disk(const std::string& why) {
   if (!disk_ok_) return {};
   disk_ok_ = false;
-  return fmt::format("kernel cache directory {} is unusable ({}); caching in memory only", config_.directory, why);
+  disk_reason_ = why;
+  return fmt::format("kernel cache directory {} is unusable: {}; caching in memory only", config_.directory, why);
 }
 
-bool Cache::Impl::ensure_directory(std::string& warning) {
+bool Cache::Impl::ensure_directory(std::string& warning, bool create) {
   if (!disk_ok_) return false;
   if (dir_checked_) return true;
+  if (!trust_error_.empty()) {
+    dir_checked_ = true;
+    warning = disable_disk(fmt::format("JITBRIDGE_CACHE_TRUST_GROUP={}; fix: name an existing group, or unset it",
+                                       trust_error_));
+    return false;
+  }
+  // The directory, then v1/ in it: the directory must be private itself, not only as v1/'s ancestor.
+  detail::DirectoryCheck check = detail::check_private_directory(config_.directory, trust_, create);
+  if (check.ok && check.exists) check = detail::check_private_directory(entries_dir_, trust_, create);
+  if (!check.ok) {
+    dir_checked_ = true;
+    warning = disable_disk(detail::refusal_reason(check, "JITBRIDGE_CACHE_DIR"));
+    return false;
+  }
+  if (!check.exists) return true;  // not made yet (create false): nothing in it to trust or distrust
   dir_checked_ = true;
-  if (make_dirs(entries_dir_) && ::access(entries_dir_.c_str(), W_OK | X_OK) == 0) return true;
+  if (::access(entries_dir_.c_str(), W_OK | X_OK) == 0) return true;
   warning = disable_disk(std::strerror(errno));
   return false;
 }
@@ -221,21 +238,26 @@ void Cache::Impl::remember(const std::string& key, detail::CacheRecord record) {
 
 std::shared_ptr<const Program> Cache::Impl::lookup(const std::string& key) {
   std::shared_ptr<const detail::CacheRecord> held;
-  bool disk = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = memory_.find(key); it != memory_.end()) held = it->second;
-    disk = disk_ok_;
   }
   if (held) {
     if (detail::dependencies_unchanged(*held)) return held->program;
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = memory_.find(key); it != memory_.end() && it->second == held) memory_.erase(it);
   }
+  std::string warning;
+  bool disk = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    disk = ensure_directory(warning);  // checked once per Cache: later lookups pay two flag tests
+  }
+  if (!warning.empty()) warn(warning);  // never with the mutex held: the handler may compile
   if (!disk) return nullptr;
   const std::string path = entry_path(key);
   std::string bytes;
-  if (!detail::read_entry_file(path, kMaxCacheEntryBytes, bytes)) return nullptr;
+  if (!detail::read_entry_file(path, kMaxCacheEntryBytes, bytes, &trust_)) return nullptr;
   std::optional<detail::CacheRecord> record = detail::parse_record(bytes, key);
   if (!record || !detail::dependencies_unchanged(*record)) return nullptr;  // replaced after compiling
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // recently used: last to be evicted
@@ -257,7 +279,8 @@ std::shared_ptr<const Program> Cache::Impl::take_turn(const std::string& key, de
   std::shared_ptr<const Program> found;
   bool waited = false;
   const detail::Turn t = detail::take_turn(
-      lock_path(key), config_.lock_timeout_s, [&] { return (found = lookup(key)) != nullptr; }, turn, &waited);
+      lock_path(key), config_.lock_timeout_s, [&] { return (found = lookup(key)) != nullptr; }, turn, &waited,
+      &trust_);
   if (waited) lock_waits_.fetch_add(1, std::memory_order_relaxed);
   if (t == detail::Turn::timed_out) lock_timeouts_.fetch_add(1, std::memory_order_relaxed);
   return t == detail::Turn::ready ? found : nullptr;
@@ -288,8 +311,11 @@ void Cache::Impl::write_entry(const std::string& key, const detail::CacheRecord&
   const std::string path = entry_path(key);
   int err = 0;
   {
-    detail::UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    // O_EXCL (and O_NOFOLLOW, for clarity): a fresh file of ours, never something planted in its place.
+    detail::UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd) err = errno;
+    // A shared cache (trusted group): the other members read it; the umask must not decide that.
+    if (fd && trust_.group && ::fchmod(fd.get(), 0640) != 0) err = errno;
     std::size_t done = 0;
     while (fd && done < bytes.size() && err == 0) {
       const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
@@ -346,18 +372,23 @@ void Cache::Impl::adopt_request(const std::string& key, const std::shared_ptr<co
   if (auto it = memory_.find(key); it != memory_.end() && it->second == held) it->second = std::move(record);
 }
 
-CacheInfo Cache::Impl::info() const {
+CacheInfo Cache::Impl::info() {
   CacheInfo out;
   out.directory = config_.directory;
+  out.trust_group = config_.trust_group;
+  std::string warning;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    out.disk = disk_ok_;
+    out.disk = ensure_directory(warning, /*create=*/false);
+    out.disk_reason = disk_reason_;
     out.memory_entries = memory_.size();
   }
+  if (!warning.empty()) warn(warning);
   out.compiles = compiles_.load(std::memory_order_relaxed);
   out.links = links_.load(std::memory_order_relaxed);
   out.lock_waits = lock_waits_.load(std::memory_order_relaxed);
   out.lock_timeouts = lock_timeouts_.load(std::memory_order_relaxed);
+  if (!out.disk) return out;  // an unsafe directory is not even listed
   for (const DiskEntry& e : list_entries(entries_dir_)) {
     ++out.entries;
     out.bytes = checked::add_saturated(out.bytes, e.bytes);
@@ -366,11 +397,16 @@ CacheInfo Cache::Impl::info() const {
 }
 
 std::uint64_t Cache::Impl::clear() {
+  std::string warning;
+  bool disk = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     memory_.clear();
+    disk = ensure_directory(warning, /*create=*/false);
   }
+  if (!warning.empty()) warn(warning);
   std::uint64_t removed = 0;
+  if (!disk) return removed;  // nothing is removed from an unsafe directory
   for (const DiskEntry& e : list_entries(entries_dir_)) {
     if (::unlink(e.path.c_str()) == 0) ++removed;
     remove_lock_of(e.path);

@@ -15,6 +15,7 @@
 
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
+#include "jitbridge/private_dir.hpp"
 
 namespace jitbridge::detail {
 
@@ -100,13 +101,16 @@ class UniqueFd {
   int fd_;
 };
 
-// Reads the entry file at `path` into `out` without ever blocking or reading without bound: it
-// must be a regular file (checked with lstat before opening, then with fstat on the descriptor,
-// opened O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC) of at most `max_bytes` bytes, and at
-// most max_bytes + 1 bytes are ever read (a file that grows, or lies about its size, is refused).
-// False for anything else: missing, a symlink, FIFO, device or directory, too big, a read error.
-// The descriptor is closed on every path. Never throws except std::bad_alloc.
-bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out);
+// Reads a file jitbridge wrote itself (a cache entry, an NVRTC trace) at `path` into `out` without
+// ever blocking, reading without bound or following a symlink: it must be a regular file (checked
+// with lstat before opening, then with fstat on the descriptor, opened O_RDONLY | O_NONBLOCK |
+// O_NOFOLLOW | O_CLOEXEC) owned by the user (or a member of `trust`'s group; nullptr: the effective
+// uid alone) of at most `max_bytes` bytes, and at most max_bytes + 1 bytes are ever read (a file
+// that grows, or lies about its size, is refused). False for anything else: missing, a symlink,
+// FIFO, device or directory, another user's, too big, a read error. The descriptor is closed on
+// every path. Never throws except std::bad_alloc.
+bool read_entry_file(const std::string& path, std::uint64_t max_bytes, std::string& out,
+                     const DirectoryTrust* trust = nullptr);
 
 // Renames the finished temporary file `temp` to `path` (same directory): 0, or the errno that
 // stopped it. An empty directory in the entry's place is removed and the rename tried again. An
@@ -140,7 +144,8 @@ class Cache::Impl {
   // Counted in info(): a compile() or link() miss about to run NVRTC or nvJitLink.
   void count_compile() noexcept { compiles_.fetch_add(1, std::memory_order_relaxed); }
   void count_link() noexcept { links_.fetch_add(1, std::memory_order_relaxed); }
-  CacheInfo info() const;
+  // May run the directory check (not making the directory) and give its warning.
+  CacheInfo info();
   std::uint64_t clear();
   // Gives the memory entry of `key` `request` when its program has none (a disk hit: the disk
   // record keeps no request), so that later hits share it instead of copying the program.
@@ -149,11 +154,13 @@ class Cache::Impl {
  private:
   std::string entry_path(const std::string& key) const;
   std::string lock_path(const std::string& key) const;
-  // Mutex held for both. ensure_directory is false when the disk side is off; the first time
-  // it finds the directory unusable it turns it off and fills `warning`. disable_disk returns
-  // the warning to give (empty when the disk side was already off). Warnings are given after
-  // the mutex is released (a warning handler may compile).
-  bool ensure_directory(std::string& warning);
+  // Mutex held for both. ensure_directory is false when the disk side is off; the first time it
+  // runs it checks the directory (check_private_directory, on the directory and its v1/; `create`:
+  // making what is missing) and, when it is unsafe or unusable, turns the disk off and fills
+  // `warning`. Without `create`, a directory not made yet is true but not marked checked.
+  // disable_disk keeps `why` as the reason and returns the warning to give (empty when the disk
+  // side was already off). Warnings are given after the mutex is released (a handler may compile).
+  bool ensure_directory(std::string& warning, bool create = true);
   std::string disable_disk(const std::string& why);
   void write_entry(const std::string& key, const detail::CacheRecord& record);
   void evict_if_needed(const std::string& keep);
@@ -161,10 +168,15 @@ class Cache::Impl {
 
   CacheConfig config_;
   std::string entries_dir_;  // <directory>/v1
+  // Whose entries and lock files are loaded: the user's, or also config_.trust_group's members.
+  // Set in the constructor, then read-only. trust_error_: the trusted group does not exist.
+  detail::DirectoryTrust trust_;
+  std::string trust_error_;
   mutable std::mutex mutex_;
   // Guarded by mutex_:
   bool disk_ok_;
   bool dir_checked_ = false;
+  std::string disk_reason_;  // why disk_ok_ turned false
   // Records are shared and immutable: a lookup takes one out under the mutex and checks its
   // dependencies after letting go of it.
   std::unordered_map<std::string, std::shared_ptr<const detail::CacheRecord>> memory_;

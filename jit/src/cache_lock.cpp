@@ -48,16 +48,20 @@ constexpr std::chrono::microseconds kMinPause{1000}, kMaxPause{50000};  // betwe
 
 }  // namespace
 
-CacheLock::Try CacheLock::try_lock(const std::string& path) {
+CacheLock::Try CacheLock::try_lock(const std::string& path, const DirectoryTrust* trust) {
   if (held_) return Try::held;
   if (!fd_) {
     // O_NOFOLLOW: a symlink is refused, not followed; O_NONBLOCK: a FIFO never blocks the open.
     fd_.reset(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
     struct stat st;
-    if (!fd_ || ::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    // Someone else's file (anyone who could write it could hold it to stall every compile) is refused.
+    if (!fd_ || ::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        (trust ? !trust->owner_ok(st.st_uid) : st.st_uid != ::geteuid())) {
       fd_.close();
       return Try::unavailable;
     }
+    // A shared cache (trusted group): the other members lock it too; the umask must not decide that.
+    if (trust && trust->group && st.st_uid == trust->self) ::fchmod(fd_.get(), 0660);
   }
   int rc;
   do rc = ::flock(fd_.get(), LOCK_EX | LOCK_NB);
@@ -85,13 +89,13 @@ void CacheLock::release(bool stored) noexcept {
 }
 
 Turn take_turn(const std::string& lock_path, double timeout_s, const std::function<bool()>& ready, CacheLock& lock,
-               bool* waited) {
+               bool* waited, const DirectoryTrust* trust) {
   using clock = std::chrono::steady_clock;
   const clock::time_point start = clock::now();
   bool was_busy = false;
   if (waited) *waited = false;
   for (;;) {
-    const CacheLock::Try t = lock.try_lock(lock_path);
+    const CacheLock::Try t = lock.try_lock(lock_path, trust);
     if (t == CacheLock::Try::unavailable) return Turn::alone;
     if (t == CacheLock::Try::held) {
       bool found = false;

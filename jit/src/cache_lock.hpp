@@ -26,12 +26,13 @@ class CacheLock {
   CacheLock(const CacheLock&) = delete;
   CacheLock& operator=(const CacheLock&) = delete;
 
-  // Opens `path` (creating it, mode 0600) once and tries to take the lock, never blocking:
-  // held (the file's previous state is read first, see previous()), busy (another holder; the
-  // file stays open for the next try), or unavailable: the path is a symlink, FIFO, directory
-  // or anything but a regular file, it cannot be opened, or the filesystem refuses flock
-  // (ENOLCK, EOPNOTSUPP...). Never throws except std::bad_alloc.
-  Try try_lock(const std::string& path);
+  // Opens `path` (creating it, mode 0600; 0660 for a trusted group) once and tries to take the
+  // lock, never blocking: held (the file's previous state is read first, see previous()), busy
+  // (another holder; the file stays open for the next try), or unavailable: the path is a
+  // symlink, FIFO, directory or anything but a regular file, it is owned by someone `trust`
+  // does not trust (nullptr: anyone but the effective uid), it cannot be opened, or the
+  // filesystem refuses flock (ENOLCK, EOPNOTSUPP...). Never throws except std::bad_alloc.
+  Try try_lock(const std::string& path, const DirectoryTrust* trust = nullptr);
   bool held() const noexcept { return held_; }
   // What the file said when this lock was taken: "done", "none", "compiling ..." or "".
   const std::string& previous() const noexcept { return previous_; }
@@ -59,9 +60,9 @@ enum class Turn {
 // ready. Taken after waiting with no entry: a last holder that ended "done" or "none" (an entry
 // this process cannot see, or none made) gives alone, so waiters never compile one after another;
 // one that died while compiling is taken over (held). `timeout_s` bounds the wait (0: never
-// wait: alone when busy). `*waited` says whether the lock was ever busy. Never throws except
-// what `ready` throws (the lock is then not held).
+// wait: alone when busy). `*waited` says whether the lock was ever busy. `trust`: whose lock files
+// are used (CacheLock::try_lock). Never throws except what `ready` throws (the lock is then not held).
 Turn take_turn(const std::string& lock_path, double timeout_s, const std::function<bool()>& ready, CacheLock& lock,
-               bool* waited);
+               bool* waited, const DirectoryTrust* trust = nullptr);
 
 }  // namespace jitbridge::detail

@@ -50,17 +50,33 @@ std::string cache_key(std::string_view source, const CompileOptions& options,
   return h.hex();
 }
 
-// A private directory for NVRTC's time-trace files, removed at exit.
+// A private directory for NVRTC's time-trace files, removed at exit; "" when none could be made, or
+// $TMPDIR is not safe (check_private_directory): compiles are then untraced, and those that may read
+// headers from outside the toolkit are not cached. The first call gives that warning, once.
 const std::string& trace_dir() {
-  static const std::string dir = [] {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/jitbridge-trace-XXXXXX";
-    if (!::mkdtemp(templ.data())) return std::string();
+  struct Dir {
+    std::string path, warning;
+  };
+  static const Dir dir = [] {
+    const char* env = std::getenv("TMPDIR");
+    const std::string tmp = env && *env ? env : "/tmp";
+    std::string templ = tmp + "/jitbridge-trace-XXXXXX";
+    if (!::mkdtemp(templ.data())) return Dir{};
+    const detail::DirectoryCheck check = detail::check_private_directory(templ);
+    if (!check.ok) {
+      ::rmdir(templ.c_str());
+      return Dir{{}, fmt::format("NVRTC's header traces cannot be kept in {}: {}; compiles that may read headers "
+                                 "from outside the toolkit are not cached",
+                                 tmp, detail::refusal_reason(check, "TMPDIR"))};
+    }
     static std::string to_remove = templ;
     std::atexit([] { ::rmdir(to_remove.c_str()); });
-    return templ;
+    return Dir{templ, {}};
   }();
-  return dir;
+  static std::atomic<bool> warned{false};
+  // After the initialisation: a warning handler that compiles finds the directory settled.
+  if (!dir.warning.empty() && !warned.exchange(true)) warn(dir.warning);
+  return dir.path;
 }
 
 struct TraceFile {
@@ -80,7 +96,8 @@ struct TraceFile {
   std::optional<std::vector<std::string>> headers() const {
     if (path.empty()) return std::nullopt;
     std::string json;
-    if (!detail::read_file(path, json)) return std::nullopt;
+    // Not followed if a symlink, and only the user's own file: it decides what the cache checks.
+    if (!detail::read_entry_file(path, detail::kMaxReadFileBytes, json)) return std::nullopt;
     try {
       return detail::trace_headers(json);
     } catch (const std::exception&) {

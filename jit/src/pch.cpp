@@ -77,6 +77,7 @@ struct Registry {
   std::string dir;  // private to this process, made on first need, removed at exit
   pid_t owner = 0;  // the process that made `dir` (a forked child leaves it alone at its exit)
   bool dir_failed = false;
+  std::string warning;  // to give once no lock is held (PchStep::finish): the directory was refused
   std::uint64_t tick = 0, files = 0;
   PchStats stats;
   bool enabled = true;
@@ -119,6 +120,13 @@ std::string new_file_locked(Registry& r) {
     std::string templ = fmt::format("{}/jitbridge-pch-{}-XXXXXX", tmp, ::getpid());
     if (!::mkdtemp(templ.data())) {
       r.dir_failed = true;
+      return {};
+    }
+    if (const DirectoryCheck check = check_private_directory(templ); !check.ok) {
+      ::rmdir(templ.c_str());
+      r.dir_failed = true;
+      r.warning = fmt::format("precompiled headers cannot be kept in {}: {}; compiling without them", tmp,
+                              refusal_reason(check, "TMPDIR"));
       return {};
     }
     r.dir = templ;
@@ -193,7 +201,7 @@ bool make_locked(Registry& r, const std::shared_ptr<PchEntry>& e, const std::str
       const bool compiled = prog.compile(opts);
       const nvrtcResult status = prog.pch_create_status();
       std::string log = prog.log(), rest, json;
-      const bool traced = read_file(trace + ".json", json);
+      const bool traced = read_entry_file(trace + ".json", kMaxReadFileBytes, json);  // the user's own, not followed
       ::unlink((trace + ".json").c_str());
       if (!compiled) {
         // NVRTC 13.0 keeps a failed traced compile's trace and writes it as ./.json during the thread's
@@ -396,6 +404,17 @@ std::vector<std::string> PchStep::rewrite(std::vector<std::string> options) cons
 
 bool PchStep::finish(bool ok, const std::string& log) {
   Registry& r = registry();
+  struct GiveWarning {  // at return, with no lock held (a warning handler may compile)
+    Registry& r;
+    ~GiveWarning() {
+      std::string w;
+      {
+        std::lock_guard<std::mutex> lock(r.mutex);
+        w.swap(r.warning);
+      }
+      if (!w.empty()) warn(w);
+    }
+  } give_warning{r};
   const std::int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
   if (use_) {
     if (log.find("precompiled header") != std::string::npos) {  // refused: never let it change a log

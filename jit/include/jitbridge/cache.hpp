@@ -24,6 +24,10 @@ struct CacheConfig {
   // JITBRIDGE_CACHE_LOCK_TIMEOUT: how long (seconds) a process waits for another one compiling
   // the same key before compiling it itself; 0 never waits (docs/DESIGN.md, "Cache").
   double lock_timeout_s = 300;
+  // JITBRIDGE_CACHE_TRUST_GROUP: a group (name or number) whose members may share the directory: it
+  // may then belong to a member and be writable by that group, and entries written by members are
+  // loaded (docs/DESIGN.md, "Multi-node use"). Empty: the directory and its entries must be the user's.
+  std::string trust_group = {};
   // The configuration the environment asks for.
   static CacheConfig from_environment();
 };
@@ -31,6 +35,8 @@ struct CacheConfig {
 struct CacheInfo {
   std::string directory;
   bool disk = false;           // false when off or fallen back to memory
+  std::string disk_reason;     // why disk is false ("" when it is on): the rule the directory broke, ...
+  std::string trust_group;     // CacheConfig::trust_group
   std::uint64_t entries = 0;   // on disk
   std::uint64_t bytes = 0;     // on disk
   std::uint64_t memory_entries = 0;
@@ -46,8 +52,10 @@ struct CacheInfo {
 // miss with the disk side on, one process (or thread) compiles a key while the others wait for
 // its entry (an flock on <key>.lock beside it, dropped by the kernel if the holder dies; a wait
 // ends after lock_timeout_s, and then the waiter compiles itself).
-// Nothing here throws for a bad or unwritable directory: the disk side turns itself off with
-// one warning on stderr and the memory side keeps working. A damaged entry, or anything that is
+// Before the disk is used, the directory is checked once (detail::check_private_directory: the
+// user's own, writable by no one else, and its ancestors too); entries and lock files must be
+// regular files owned by the user. Nothing here throws for a bad, unsafe or unwritable directory:
+// the disk side turns itself off with one warning (jitbridge::warn) and the memory side keeps working. A damaged entry, or anything that is
 // not a regular file where an entry should be (a FIFO, a symlink, a device, a directory, a file
 // over kMaxCacheEntryBytes), is a miss that never blocks and never turns the disk side off; the
 // next store replaces it. A full disk or file size limit skips that one entry.

@@ -16,6 +16,8 @@ void bind_cache(py::module_& m) {
         py::dict d;
         d["directory"] = text(info.directory);
         d["disk"] = info.disk;
+        d["disk_reason"] = text(info.disk_reason);
+        d["trust_group"] = info.trust_group.empty() ? py::object(py::none()) : py::object(text(info.trust_group));
         d["entries"] = info.entries;
         d["bytes"] = info.bytes;
         d["memory_entries"] = info.memory_entries;
@@ -28,7 +30,11 @@ void bind_cache(py::module_& m) {
       R"(The process-wide kernel cache, as a dict:
 directory       where entries are kept on disk ($JITBRIDGE_CACHE_DIR, else $XDG_CACHE_HOME/jitbridge,
                 else ~/.cache/jitbridge); read once, at the cache's first use in this process.
-disk            whether the disk side is on (off with JITBRIDGE_CACHE=0 or an unusable directory).
+disk            whether the disk side is on (off with JITBRIDGE_CACHE=0, or a directory that is unusable
+                or not private: another user's, writable by others, or under a directory others can
+                write without the sticky bit); the first call checks the directory.
+disk_reason     why disk is off ("" when on): the rule the directory broke and how to fix it.
+trust_group     $JITBRIDGE_CACHE_TRUST_GROUP: the group whose members share the directory, or None.
 entries, bytes  what the directory holds now (all processes' entries).
 memory_entries  programs this process holds in memory.
 compiles        compile() misses this process ran NVRTC for (one per program), since it started;
