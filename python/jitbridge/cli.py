@@ -111,10 +111,24 @@ def _cmd_compile(args):
     return 0
 
 
+def _cache_info():
+    """cache_info() without its warning: the caller prints disk_reason itself."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return jitbridge.cache_info()
+
+
+def _disk_state(info):
+    """'on', 'on (shared with group G)' or 'off: <why>'."""
+    if not info["disk"]:
+        return f"off: {info['disk_reason']}" if info.get("disk_reason") else "off"
+    return f"on (shared with group {info['trust_group']})" if info.get("trust_group") else "on"
+
+
 def _cmd_cache_info(args):
-    info = jitbridge.cache_info()
+    info = _cache_info()
     print(f"directory: {info['directory'] or '(none)'}")
-    print(f"disk:      {'on' if info['disk'] else 'off'}")
+    print(f"disk:      {_disk_state(info)}")
     print(f"entries:   {info['entries']}")
     print(f"size:      {_size(info['bytes'])}")
     return 0
@@ -189,7 +203,7 @@ def _doctor_report():
         why = "built-in default; set JITBRIDGE_ARCH to change"
     report["default_arch"] = {"arch": arch, "why": why}
     try:
-        report["cache"] = jitbridge.cache_info()
+        report["cache"] = _cache_info()
     except Exception as e:  # noqa: BLE001
         report["cache"] = {"directory": None, "disk": False, "entries": 0, "bytes": 0, "error": str(e)}
     report["usable"] = not problems
@@ -228,6 +242,10 @@ def _cmd_doctor(args):
     cache = report["cache"]
     state = (f"disk, {_plural(cache['entries'], 'entry', 'entries')}, {_human_bytes(cache['bytes'])}"
              if cache["disk"] else "memory only")
+    if cache["disk"] and cache.get("trust_group"):
+        state += f", shared with group {cache['trust_group']}"
+    elif not cache["disk"] and cache.get("disk_reason"):
+        state += f": {cache['disk_reason']}"
     rows.append(("cache", f"{cache['directory'] or '(no directory)'} ({state})"))
     if report["usable"]:
         rows.append(("status", "ok: NVRTC and the CUDA headers are usable"))

@@ -163,7 +163,7 @@ def package_env(cache_dir, **extra):
 def cache_dir(tmp_path):
     """A kernel cache directory of this test's own, for subprocesses."""
     path = tmp_path / "cache"
-    path.mkdir()
+    path.mkdir(mode=0o700)  # private whatever the umask: a group-writable one would be refused (issue 29)
     return path
 
 
