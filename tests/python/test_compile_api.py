@@ -314,10 +314,11 @@ def test_compiles_from_many_threads_at_once():
 
 def test_cache_info_memory_hits_and_clear():
     info = jitbridge.cache_info()
-    assert set(info) == {"directory", "disk", "entries", "bytes", "memory_entries", "compiles", "links", "lock_waits",
-                         "lock_timeouts"}
+    assert set(info) == {"directory", "disk", "disk_reason", "trust_group", "entries", "bytes", "memory_entries",
+                         "compiles", "links", "lock_waits", "lock_timeouts"}
     assert info["directory"] == os.environ["JITBRIDGE_CACHE_DIR"]
     assert info["disk"] is True
+    assert (info["disk_reason"], info["trust_group"]) == ("", None)
     src = unique('extern "C" __global__ void k(float* x) { x[0] = 1; }')
     first = jitbridge.compile(src, arch="sm_90")
     assert (first.origin, first.from_cache) == ("compiled", False)
