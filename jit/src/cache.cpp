@@ -212,9 +212,11 @@ bool Cache::Impl::ensure_directory(std::string& warning, bool create) {
                                        trust_error_));
     return false;
   }
-  // The directory, then v1/ in it: the directory must be private itself, not only as v1/'s ancestor.
-  detail::DirectoryCheck check = detail::check_private_directory(config_.directory, trust_, create);
-  if (check.ok && check.exists) check = detail::check_private_directory(entries_dir_, trust_, create);
+  // v1/ and the directory holding it: both private (the directory not only as v1/'s ancestor). One
+  // walk when making what is missing; without, the directory first (v1/ may not be there yet).
+  detail::DirectoryCheck check;
+  if (!create) check = detail::check_private_directory(config_.directory, trust_, false);
+  if (create || (check.ok && check.exists)) check = detail::check_private_directory(entries_dir_, trust_, create, 2);
   if (!check.ok) {
     dir_checked_ = true;
     warning = disable_disk(detail::refusal_reason(check, "JITBRIDGE_CACHE_DIR"));

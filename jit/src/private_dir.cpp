@@ -129,7 +129,7 @@ struct Walk {
     return true;
   }
 
-  bool run(const std::string& path, bool create) {
+  bool run(const std::string& path, bool create, unsigned private_levels) {
     std::string abs = path;
     if (abs.empty()) return fail("the directory name is empty");
     if (abs[0] != '/') {
@@ -158,6 +158,7 @@ struct Walk {
     if (::lstat("/", &st) != 0) return fail(fmt::format("/ cannot be examined ({})", std::strerror(errno)));
     if (!ancestor_ok("/", st)) return false;
     int links = 0;
+    std::vector<std::string> deferred;  // directories whose ancestor check waits for the end
     while (!todo.empty()) {
       const std::string c = std::move(todo.back());
       todo.pop_back();
@@ -171,6 +172,10 @@ struct Walk {
       if (::lstat(next.c_str(), &st) != 0) {
         if (errno != ENOENT) return fail(fmt::format("{} cannot be examined ({})", next, std::strerror(errno)));
         if (!create) {  // `cur` and its chain are fine: the rest would be made there, mode 0700
+          for (const std::string& dir : deferred)  // private levels that are there already
+            if (::lstat(dir.c_str(), &st) != 0 || !final_ok(dir, st))
+              return out.problem.empty() ? fail(fmt::format("{} cannot be examined ({})", dir, std::strerror(errno)))
+                                         : false;
           out.ok = true;
           out.exists = false;
           out.path = next;
@@ -194,14 +199,33 @@ struct Walk {
         continue;
       }
       if (!S_ISDIR(st.st_mode)) return fail(fmt::format("{} is not a directory", next));
-      if (!todo.empty() && !ancestor_ok(next, st)) return false;
+      // One of the last `private_levels` names: judged below by the stricter rules of the directory
+      // itself, with its message (and as an ancestor after all if a symlink or ".." moves it out).
+      const auto names_left = static_cast<std::size_t>(std::count_if(
+          todo.begin(), todo.end(), [](const std::string& n) { return n != "."; }));
+      if (names_left < private_levels) deferred.push_back(next);
+      else if (!todo.empty() && !ancestor_ok(next, st)) return false;
       cur = next;
     }
-    // `cur` is the directory, symlinks resolved; the checks above saw it as an ancestor at most.
+    // `cur` is the directory, symlinks resolved; the checks above saw it as an ancestor at most. It
+    // and its `private_levels - 1` nearest parents must be private, the outermost judged first.
     out.path = cur;
-    if (::lstat(cur.c_str(), &st) != 0) return fail(fmt::format("{} cannot be examined ({})", cur, std::strerror(errno)));
-    if (!S_ISDIR(st.st_mode)) return fail(fmt::format("{} is not a directory", cur));
-    if (!final_ok(cur, st)) return false;
+    std::vector<std::string> own{cur};
+    while (own.size() < private_levels && own.back() != "/") {
+      const std::size_t slash = own.back().rfind('/');
+      own.push_back(slash == 0 ? "/" : own.back().substr(0, slash));
+    }
+    for (const std::string& dir : deferred) {
+      if (std::find(own.begin(), own.end(), dir) != own.end()) continue;
+      if (::lstat(dir.c_str(), &st) != 0) return fail(fmt::format("{} cannot be examined ({})", dir, std::strerror(errno)));
+      if (!ancestor_ok(dir, st)) return false;
+    }
+    for (auto it = own.rbegin(); it != own.rend(); ++it) {
+      if (::lstat(it->c_str(), &st) != 0)
+        return fail(fmt::format("{} cannot be examined ({})", *it, std::strerror(errno)));
+      if (!S_ISDIR(st.st_mode)) return fail(fmt::format("{} is not a directory", *it));
+      if (!final_ok(*it, st)) return false;
+    }
     out.ok = true;
     out.exists = true;
     return true;
@@ -242,9 +266,10 @@ std::string DirectoryTrust::describe_user(uid_t uid) {
   return name ? fmt::format("{} (uid {})", *name, uid) : fmt::format("uid {}", uid);
 }
 
-DirectoryCheck check_private_directory(const std::string& path, const DirectoryTrust& trust, bool create) {
+DirectoryCheck check_private_directory(const std::string& path, const DirectoryTrust& trust, bool create,
+                                       unsigned private_levels) {
   Walk w{trust, {}};
-  w.run(path, create);
+  w.run(path, create, private_levels);
   return std::move(w.out);
 }
 

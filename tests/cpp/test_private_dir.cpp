@@ -112,6 +112,15 @@ TEST_CASE("private dir: a missing directory is judged by its nearest ancestor; c
     CHECK(S_ISDIR(st.st_mode));
     CHECK((st.st_mode & 07777) == 0700);
   }
+  // Two private levels (the cache's <dir>/v1): <dir> is judged as private even while v1 is missing.
+  make_dir(t.file("sticky"), 01777);
+  c = check_private_directory(t.path + "/sticky/v1", {}, false, 2);
+  CHECK_FALSE(c.ok);
+  CHECK(contains(c.problem, t.file("sticky") + " is writable by group and others (mode 1777):"));
+  CHECK(check_private_directory(t.path + "/sticky/v1", {}, false, 1).ok);  // fine as a mere ancestor
+  c = check_private_directory(t.path + "/a/b/cache/v1", {}, true, 2);
+  CHECK(c.ok);
+  CHECK(c.exists);
   // Under a directory others may write without the sticky bit, nothing is made.
   make_dir(t.file("open"), 0777);
   c = check_private_directory(t.path + "/open/cache", {}, true);

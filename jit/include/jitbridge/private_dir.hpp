@@ -46,10 +46,12 @@ struct DirectoryCheck {
 // on the way passes through (the one holding each symlink, and the chain its target leads through)
 // is checked. A missing directory: with `create`, it and missing parents are made mode 0700 (a
 // trusted group: 02770, group set to it) and checked; without, the nearest existing ancestor and
-// its chain are checked, and ok comes with exists false. Costs one lstat per path component; run
-// it once per directory per process. Never throws except std::bad_alloc.
+// its chain are checked, and ok comes with exists false. `private_levels` > 1: that many directories
+// (the directory and its nearest parents, symlinks resolved) must pass the directory's own rules, as
+// the cache's <dir>/v1 does with 2. Costs one lstat per path component and one per private level;
+// run it once per directory per process. Never throws except std::bad_alloc.
 DirectoryCheck check_private_directory(const std::string& path, const DirectoryTrust& trust = {},
-                                       bool create = false);
+                                       bool create = false, unsigned private_levels = 1);
 
 // The reason a warning about a refused directory gives: "<problem>; fix: <fix>, or set <setting> to
 // a directory of your own" (without "<fix>, or " when there is no command for it).
