@@ -662,7 +662,11 @@ def cache_info() -> dict:
     The process-wide kernel cache, as a dict:
     directory       where entries are kept on disk ($JITBRIDGE_CACHE_DIR, else $XDG_CACHE_HOME/jitbridge,
                     else ~/.cache/jitbridge); read once, at the cache's first use in this process.
-    disk            whether the disk side is on (off with JITBRIDGE_CACHE=0 or an unusable directory).
+    disk            whether the disk side is on (off with JITBRIDGE_CACHE=0, or a directory that is unusable
+                    or not private: another user's, writable by others, or under a directory others can
+                    write without the sticky bit); the first call checks the directory.
+    disk_reason     why disk is off ("" when on): the rule the directory broke and how to fix it.
+    trust_group     $JITBRIDGE_CACHE_TRUST_GROUP: the group whose members share the directory, or None.
     entries, bytes  what the directory holds now (all processes' entries).
     memory_entries  programs this process holds in memory.
     compiles        compile() misses this process ran NVRTC for (one per program), since it started;
