@@ -171,11 +171,12 @@ struct Walk {
       const std::string next = cur == "/" ? "/" + c : cur + "/" + c;
       if (::lstat(next.c_str(), &st) != 0) {
         if (errno != ENOENT) return fail(fmt::format("{} cannot be examined ({})", next, std::strerror(errno)));
+        // Private levels that are there already: judged now, before anything is made in them.
+        for (const std::string& dir : deferred)
+          if (::lstat(dir.c_str(), &st) != 0 || !final_ok(dir, st))
+            return out.problem.empty() ? fail(fmt::format("{} cannot be examined ({})", dir, std::strerror(errno)))
+                                       : false;
         if (!create) {  // `cur` and its chain are fine: the rest would be made there, mode 0700
-          for (const std::string& dir : deferred)  // private levels that are there already
-            if (::lstat(dir.c_str(), &st) != 0 || !final_ok(dir, st))
-              return out.problem.empty() ? fail(fmt::format("{} cannot be examined ({})", dir, std::strerror(errno)))
-                                         : false;
           out.ok = true;
           out.exists = false;
           out.path = next;

@@ -118,6 +118,8 @@ TEST_CASE("private dir: a missing directory is judged by its nearest ancestor; c
   CHECK_FALSE(c.ok);
   CHECK(contains(c.problem, t.file("sticky") + " is writable by group and others (mode 1777):"));
   CHECK(check_private_directory(t.path + "/sticky/v1", {}, false, 1).ok);  // fine as a mere ancestor
+  CHECK_FALSE(check_private_directory(t.path + "/sticky/v1", {}, true, 2).ok);
+  CHECK(::lstat((t.path + "/sticky/v1").c_str(), &st) != 0);  // refused before anything was made in it
   c = check_private_directory(t.path + "/a/b/cache/v1", {}, true, 2);
   CHECK(c.ok);
   CHECK(c.exists);

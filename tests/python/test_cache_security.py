@@ -159,3 +159,36 @@ def test_a_trusted_group_may_share_a_group_writable_directory(run_python, cli, t
     assert bad.stdout.splitlines()[2:] == [
         f"RuntimeWarning | kernel cache directory {shared} is unusable: JITBRIDGE_CACHE_TRUST_GROUP='no-such-group-jb' "
         "names no group on this machine; fix: name an existing group, or unset it; caching in memory only"]
+
+
+def test_nvrtc_traces_are_not_kept_under_an_open_tmpdir(run_python, tmp_path):
+    open_tmp = tmp_path / "open-tmp"
+    open_tmp.mkdir()
+    open_tmp.chmod(0o777)
+    headers = tmp_path / "include"
+    headers.mkdir()
+    (headers / "scale.h").write_text("#define SCALE 3.0f\n")
+    code = f"""
+import warnings, jitbridge
+src = '#include "scale.h"\\nextern "C" __global__ void k(float* x) {{ x[threadIdx.x] *= SCALE; }}'
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    p = jitbridge.compile(src, arch='sm_90', include_paths=[{str(headers)!r}])
+    q = jitbridge.compile(src, arch='sm_90', include_paths=[{str(headers)!r}])
+print(p.origin, q.origin, p.kernels[0].signature)
+for w in caught:
+    print(w.category.__name__, '|', w.message)
+"""
+    r = run_python(code, TMPDIR=open_tmp)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    # Without a trace its headers are unknown: correct, but not cached (a second compile runs NVRTC again).
+    assert lines[0] == "compiled compiled (float*)"
+    assert lines[1:] == [f"RuntimeWarning | NVRTC's header traces cannot be kept in {open_tmp}: {open_tmp} is writable "
+                         f"by group and others (mode 0777) without the sticky bit: they can rename what is in it; fix: "
+                         f"chmod go-w {open_tmp} (or chmod +t {open_tmp}), or set TMPDIR to a directory of your own; "
+                         "compiles that may read headers from outside the toolkit are not cached"]
+    assert list(open_tmp.iterdir()) == []  # the refused trace directory was removed
+    open_tmp.chmod(0o1777)  # as /tmp: traced, cached
+    r = run_python(code, TMPDIR=open_tmp)
+    assert r.stdout.splitlines() == ["compiled memory (float*)"], r.stdout + r.stderr
