@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cache_internal.hpp"
+#include "cache_test_support.hpp"
 #include "pch.hpp"
 #include "fd_count.hpp"
 #include "jit_internal.hpp"
@@ -24,6 +25,7 @@
 extern char** environ;
 using namespace jitbridge;
 using jitbridge::testing::NoFdLeak;
+using jitbridge::testing::CapturedWarnings;
 
 namespace {
 
@@ -70,14 +72,6 @@ CompileOptions opts() {
 std::string kernel_source(int variant) {
   return "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] += " + std::to_string(variant) + ".0f; }\n";
 }
-
-struct CapturedWarnings {
-  std::vector<std::string> messages;
-  CapturedWarnings() {
-    set_warning_handler([this](const std::string& m) { messages.push_back(m); });
-  }
-  ~CapturedWarnings() { set_warning_handler(nullptr); }
-};
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cache_internal.hpp"
+#include "cache_test_support.hpp"
 #include "fd_count.hpp"
 #include "temp_dir.hpp"
 #include "jit_internal.hpp"
@@ -25,6 +26,7 @@
 
 using namespace jitbridge;
 using jitbridge::testing::NoFdLeak;
+using jitbridge::testing::record_with;
 using jitbridge::testing::open_fds;
 
 namespace {
@@ -64,16 +66,6 @@ bool finishes(const std::function<void()>& work, const std::function<void()>& un
 void release_fifo(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd >= 0) ::close(fd);
-}
-
-detail::CacheRecord record_with(std::string cubin) {
-  detail::CacheRecord r;
-  auto p = std::make_shared<Program>();
-  p->arch = "sm_90";
-  p->cubin = std::move(cubin);
-  r.program = p;
-  r.recorded_ns = detail::now_ns();
-  return r;
 }
 
 CacheConfig disk_at(const std::string& dir) { return CacheConfig{true, dir, 1ull << 30}; }

@@ -11,6 +11,7 @@
 
 #include "cache_internal.hpp"
 #include "cache_lock.hpp"
+#include "cache_test_support.hpp"
 #include "fd_count.hpp"
 #include "jitbridge/jit.hpp"
 #include "jitbridge/private_dir.hpp"
@@ -20,7 +21,9 @@ using namespace jitbridge;
 using detail::check_private_directory;
 using detail::DirectoryCheck;
 using detail::DirectoryTrust;
+using jitbridge::testing::CapturedWarnings;
 using jitbridge::testing::NoFdLeak;
+using jitbridge::testing::record_with;
 using jitbridge::testing::TempDir;
 
 namespace {
@@ -52,14 +55,6 @@ std::vector<std::string> names_in(const std::string& dir) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-struct CapturedWarnings {
-  std::vector<std::string> messages;
-  CapturedWarnings() {
-    set_warning_handler([this](const std::string& m) { messages.push_back(m); });
-  }
-  ~CapturedWarnings() { set_warning_handler(nullptr); }
-};
-
 CompileOptions sm90() {
   CompileOptions o;
   o.arch = "sm_90";
@@ -67,16 +62,6 @@ CompileOptions sm90() {
 }
 
 const char* kSource = "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 3.0f; }\n";
-
-detail::CacheRecord record_with(std::string cubin) {
-  detail::CacheRecord r;
-  auto p = std::make_shared<Program>();
-  p->arch = "sm_90";
-  p->cubin = std::move(cubin);
-  r.program = p;
-  r.recorded_ns = detail::now_ns();
-  return r;
-}
 
 }  // namespace
 
