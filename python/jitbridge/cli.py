@@ -135,9 +135,13 @@ def _cmd_cache_info(args):
 
 
 def _cmd_cache_clear(args):
-    removed = jitbridge.cache_clear()
-    directory = jitbridge.cache_info()["directory"]
-    print(f"removed {_plural(removed, 'entry', 'entries')} from {directory or '(no directory)'}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the reason is printed below
+        removed = jitbridge.cache_clear()
+    info = _cache_info()
+    print(f"removed {_plural(removed, 'entry', 'entries')} from {info['directory'] or '(no directory)'}")
+    if not info["disk"] and info.get("disk_reason"):
+        print(f"disk:    {_disk_state(info)} (nothing there was touched)")
     return 0
 
 

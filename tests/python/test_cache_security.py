@@ -133,6 +133,10 @@ def test_cache_info_and_doctor_say_why_the_disk_is_off(cli, tmp_path):
     assert report["cache"]["disk_reason"] == reason
     assert report["cache"]["trust_group"] is None
     assert not cache.exists()  # looking made nothing
+    clear = cli("cache", "clear", JITBRIDGE_CACHE_DIR=cache)
+    assert clear.stdout.splitlines() == [f"removed 0 entries from {cache}",
+                                         f"disk:    off: {reason} (nothing there was touched)"], clear.stdout
+    assert clear.stderr == ""
     fine = cli("cache", "info", JITBRIDGE_CACHE_DIR=tmp_path / "fine")
     assert fine.stdout.splitlines()[1] == "disk:      on", fine.stdout
 
