@@ -1,6 +1,7 @@
 // diagnostics.cpp — turns NVRTC's log into a CompileError that points at the offending line.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "jit_internal.hpp"
@@ -78,6 +79,27 @@ bool located_note(std::string_view line, std::string& file, int& number, std::st
   if (note == std::string_view::npos) return false;
   std::string copy = std::string(line.substr(0, note + 3)) + "error" + std::string(line.substr(note + 7));
   return located_error(copy, file, number, message);
+}
+
+// The options as a message shows them: the -I of the CUDA header directories jitbridge adds (the machine's own
+// paths, the same for every compile) named once instead of listed.
+std::string shown_options(const std::vector<std::string>& options) {
+  std::vector<std::string> own;
+  try {
+    for (const std::string& dir : compile_include_dirs()) own.push_back("-I" + dir);
+  } catch (const std::exception&) {  // no CUDA headers found: nothing of jitbridge's to leave out
+  }
+  std::string out;
+  bool left_out = false;
+  for (const std::string& o : options) {
+    if (std::find(own.begin(), own.end(), o) != own.end()) {
+      left_out = true;
+      continue;
+    }
+    out += (out.empty() ? "" : " ") + o;
+  }
+  if (left_out) out += ", plus -I of each of toolkit_include_dirs()";
+  return out;
 }
 
 }  // namespace
@@ -187,8 +209,7 @@ std::string format_compile_error(const CompileError::Details& d) {
       out += fmt::format("\n {} | {}^", std::string(number.size(), ' '), pad);
     }
   }
-  std::string options = fmt::format("{}", fmt::join(d.options, " "));
-  out += fmt::format("\nNVRTC log (options: {}):", capped(options, max_chars * 5));
+  out += fmt::format("\nNVRTC log (options: {}):", capped(shown_options(d.options), max_chars * 5));
   if (d.name_expression >= 0) {
     // NVRTC's log shows the code it generated for name expressions: not the user's to read.
     out += " (in CompileError.log; it shows the code NVRTC generates for name expressions)";

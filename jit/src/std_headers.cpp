@@ -114,9 +114,13 @@ std::string missing_header_hint(std::string_view name) {
   bool host_only = false;
   for (const char* std_name : kHostOnly) host_only = host_only || name == std_name;
   std::string in_libcuxx;
-  if (name.find('/') == std::string_view::npos && name.find('.') == std::string_view::npos)
-    for (const std::string& dir : compile_include_dirs())
-      if (in_libcuxx.empty() && is_file(dir + "/cuda/std/" + std::string(name))) in_libcuxx = std::string(name);
+  if (name.find('/') == std::string_view::npos && name.find('.') == std::string_view::npos) {
+    try {
+      for (const std::string& dir : compile_include_dirs())
+        if (in_libcuxx.empty() && is_file(dir + "/cuda/std/" + std::string(name))) in_libcuxx = std::string(name);
+    } catch (const std::exception&) {  // no CUDA headers found: no libcu++ to point at
+    }
+  }
   if (host_only || !in_libcuxx.empty()) {
     std::string out = " (<" + std::string(name) +
                       "> is a header of the host C++ standard library: device code has no std:: containers, "

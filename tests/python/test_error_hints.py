@@ -150,3 +150,16 @@ def test_the_cli_says_the_size_it_wrote_once(cli, tmp_path):
     size = (tmp_path / "k.cubin").stat().st_size
     line = r.stdout.splitlines()[-1]
     assert re.fullmatch(rf"wrote {re.escape(str(tmp_path / 'k.cubin'))}: {size} bytes( \(\d+\.\d KiB\))?", line), line
+
+
+def test_messages_name_the_cuda_header_dirs_instead_of_this_machines_paths():
+    from jitbridge._richerrors import compile_error_html
+
+    e = compile_error("int x = ;\n", options=["-DX=1"])
+    dirs = jitbridge.toolkit_include_dirs()
+    assert dirs and all(f"-I{d}" in e.options for d in dirs)  # the field keeps every option NVRTC got
+    assert "NVRTC log (options: -DX=1 -arch=sm_90 -Xptxas=-v, plus -I of each of toolkit_include_dirs()):" in str(e)
+    html = compile_error_html(e)
+    assert "-DX=1 -arch=sm_90 -Xptxas=-v, plus -I of each of toolkit_include_dirs()" in html
+    for d in dirs:
+        assert d not in str(e) and d not in html
