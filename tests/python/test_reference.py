@@ -25,9 +25,9 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
 template <class T> __global__ void scale(T* x, T f) { x[threadIdx.x] *= f; }
 """
 
-# Members that are documented where they are used, not on themselves: the kernels' call (a C slot, whose __doc__
-# CPython writes) is described by the class docstring.
-SLOT_MEMBERS = {"__call__"}
+# Members that are documented where they are used, not on themselves: none now (the kernels' call, a C slot, has
+# its own text in place of CPython's "Call self as a function.": python/src/launch/kernels.cpp, document_call).
+SLOT_MEMBERS = set()
 
 
 def _public(module):
@@ -118,6 +118,16 @@ def test_help_shows_no_binding_internals(qualname, obj):
                      pydoc.render_doc(obj, renderer=pydoc.plaintext).splitlines())
     bad = [line.strip() for line in text.splitlines() if INTERNALS.search(line)]
     assert not bad, f"help({qualname}) shows binding internals:\n" + "\n".join(bad)
+
+
+def test_help_of_a_kernel_call_says_how_to_launch():
+    k = jitbridge.RawKernel(SAXPY, "saxpy", arch="sm_90")
+    for call, start in ((jitbridge.RawKernel.__call__, "Launches the kernel, CuPy's form: kernel(grid, block, args"),
+                        (k[1, 32].__call__, "Launches the kernel with the configuration of kernel[grid, block]")):
+        assert inspect.getdoc(call).startswith(start)
+        assert "Call self as a function" not in pydoc.render_doc(call, renderer=pydoc.plaintext)
+    assert str(inspect.signature(jitbridge.RawKernel.__call__)) == "(self, grid, block, args, /, **options)"
+    assert jitbridge.RawKernel.__flags__ & (1 << 11)  # Py_TPFLAGS_HAVE_VECTORCALL: still the fast call
 
 
 def test_help_of_raw_kernel_shows_the_public_constructor():
