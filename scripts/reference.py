@@ -135,7 +135,10 @@ def _section(qualname, obj, out):
                 continue  # the compiled kernels' call: the class docstring says how to call them
             if kind == "property":
                 out.append(f"\n#### `{name}.{member}` (property)\n\n")
-                out.append(_block((getattr(value, "__doc__", None) or "").strip(), f"{qualname}.{member}"))
+                # A __slots__ member's text is in the class's __slots__ dict, where inspect.getdoc finds it.
+                doc = getattr(value, "__doc__", None) or (inspect.getdoc(value) if inspect.ismemberdescriptor(value)
+                                                          else None)
+                out.append(_block((doc or "").strip(), f"{qualname}.{member}"))
             elif kind == "method":
                 out.append(f"\n#### `{name}.{_signature(value, member)}`\n\n")
                 out.append(_block(_doc_body(value, member), f"{qualname}.{member}"))
