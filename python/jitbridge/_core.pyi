@@ -514,7 +514,7 @@ class _EventTimer:
         The stream the events are recorded on, as an int handle (1: the legacy default stream).
         """
 class _Kernel:
-    def __call__(self, grid, block, args, **options):
+    def __call__(self, *args, **options):
         """
         Launches the kernel, CuPy's form: kernel(grid, block, args, shared_mem=0, stream=None). grid and block
         are an int or a tuple of up to 3 ints; args a tuple or list with one entry per kernel parameter, each

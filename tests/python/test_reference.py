@@ -126,7 +126,7 @@ def test_help_of_a_kernel_call_says_how_to_launch():
                         (k[1, 32].__call__, "Launches the kernel with the configuration of kernel[grid, block]")):
         assert inspect.getdoc(call).startswith(start)
         assert "Call self as a function" not in pydoc.render_doc(call, renderer=pydoc.plaintext)
-    assert str(inspect.signature(jitbridge.RawKernel.__call__)) == "(self, grid, block, args, /, **options)"
+    assert str(inspect.signature(jitbridge.RawKernel.__call__)) == "(self, /, *args, **options)"
     assert jitbridge.RawKernel.__flags__ & (1 << 11)  # Py_TPFLAGS_HAVE_VECTORCALL: still the fast call
 
 

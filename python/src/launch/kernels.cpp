@@ -454,7 +454,7 @@ void bind_kernels(py::module_& m) {
       }), "<saxpy[(4, 1, 1), (256, 1, 1)]>: the kernel's name, grid and block.");
 
   document_call(m.attr("_Kernel"), kernel_call,
-                "__call__($self, grid, block, args, /, **options)\n--\n\n"
+                "__call__($self, /, *args, **options)\n--\n\n"
                 "Launches the kernel, CuPy's form: kernel(grid, block, args, shared_mem=0, stream=None). grid and block\n"
                 "are an int or a tuple of up to 3 ints; args a tuple or list with one entry per kernel parameter, each\n"
                 "checked against the parameter's type. Keyword options: shared_mem, stream, cluster, cooperative,\n"
