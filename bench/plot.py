@@ -67,13 +67,41 @@ def _kind(label):
     return JITBRIDGE
 
 
+# What each bar colour means, for the legends.
+KINDS = ((JITBRIDGE, "jitbridge"), (PEER, "other libraries (CuPy, Numba, cuda.core, Triton)"),
+         (FLOOR, "floor: the CUDA driver or NVRTC called directly"))
+# The short names ratio cells use for their baseline.
+_BASELINES = {"direct": "NVRTC called directly"}
+_RATIO = re.compile(r"\s*(\d+(?:\.\d*)?)x(?:\s+(.*))?$")
+
+
+def ratio_text(cell, baseline=None):
+    """A ratio cell as a time ratio: '1.20x' -> '1.20x the time of <baseline>', '96.7x jitbridge (Python)' -> '96.7x
+    the time of jitbridge (Python)'; '' for an empty cell, the cell itself when it is no ratio."""
+    m = _RATIO.match(str(cell))
+    if not m:
+        return str(cell).strip()
+    of = m.group(2) or baseline
+    of = _BASELINES.get(of, of)
+    return f"{m.group(1)}x the time of {of}" if of else f"{m.group(1)}x"
+
+
 def _subtitle(table):
     bits = [b for b in (table.get("device"), table.get("time")) if b]
     return f"\n({', '.join(bits)})" if bits else ""
 
 
+def _kinds_legend(fig, colours):
+    """The colour legend of the bar charts, below the axes (it covers no bar)."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=c, label=label) for c, label in KINDS if c in colours]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=9,
+               frameon=False)
+
+
 def _bars(plt, rows, title, xlabel, path, log=False):
-    """A horizontal bar chart of (label, value, annotation, colour) rows, top to bottom."""
+    """A horizontal bar chart of (label, value, annotation, colour) rows, top to bottom, with a colour legend."""
     fig, ax = plt.subplots(figsize=(12, 0.5 * len(rows) + 2))
     ys = range(len(rows))
     ax.barh(list(ys), [r[1] for r in rows], color=[r[3] for r in rows])
@@ -84,39 +112,63 @@ def _bars(plt, rows, title, xlabel, path, log=False):
         ax.set_xscale("log")
     for y, r in zip(ys, rows):
         ax.text(r[1], y, f" {r[2]}", va="center", fontsize=8)
-    ax.set_xlabel(textwrap.fill(xlabel, 90))
-    ax.set_title("\n".join(textwrap.fill(part, 90) for part in title.split("\n")), fontsize=10)
-    ax.margins(x=0.25)
+    ax.set_xlabel("\n".join(textwrap.fill(part, 110) for part in xlabel.split("\n")))
+    ax.set_title("\n".join(textwrap.fill(part, 100) for part in title.split("\n")), fontsize=10)
+    ax.margins(x=0.35)
     fig.tight_layout()
+    _kinds_legend(fig, {r[3] for r in rows})
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
 def plot_launch(plt, table, out):
-    """launch.png from the 'launch_host' table: net host microseconds per launch, with each row's ratio to raw."""
+    """launch.png from the 'launch_host' table: net host microseconds per launch, each labelled with its time and
+    its time ratio to the raw cuLaunchKernel loop (the table's first row)."""
     us, ratio = _column(table, "net us"), _column(table, "net vs raw")
-    rows = [(r[0], number(r[us]), r[ratio], _kind(r[0])) for r in table["rows"] if number(r[us]) is not None]
+    rows = [(r[0], number(r[us]), f"{number(r[us]):.2f} µs ({ratio_text(r[ratio], 'the baseline')})", _kind(r[0]))
+            for r in table["rows"] if number(r[us]) is not None]
     if not rows:
         raise ValueError("table 'launch_host': no row has a number")
-    return _bars(plt, rows, "Host time per launch, grid 1 x block 32 (lower is better)" + _subtitle(table),
-                 "microseconds per launch (net of the Python loop); labels: ratio to raw cuLaunchKernel",
-                 os.path.join(out, "launch.png"))
+    return _bars(plt, rows, "Host time per launch of one small kernel (grid 1 x block 32), lower is better\n"
+                 "baseline: raw cuLaunchKernel from a C++ loop (the first bar); each label: the time, and how many "
+                 "times the baseline's time it is" + _subtitle(table),
+                 "host time per launch, µs (the Python loop's own cost taken off)", os.path.join(out, "launch.png"))
+
+
+def _compile_group(label):
+    """0: cold compiles, 1: a fresh process (disk cache hits, CuPy, cuda.core), 2: again in the same process."""
+    low = label.lower()
+    return 0 if low.startswith("cold") else 1 if "fresh process" in low else 2
 
 
 def plot_compile(plt, table, out):
-    """compile.png from the 'compile_path' table: each measurement's time (log scale)."""
+    """compile.png from the 'compile_path' table: each measurement's time (log scale), the fresh-process rows of
+    jitbridge, CuPy and cuda.core side by side."""
     t, ratio = _column(table, "time"), _column(table, "ratio")
-    rows = [(r[0], time_us(r[t]), f"{r[t]} {r[ratio]}".strip(), _kind(r[0])) for r in table["rows"]
-            if time_us(r[t]) is not None]
+    rows = [(r[0], time_us(r[t]), f"{r[t].replace('us', 'µs')}  {ratio_text(r[ratio])}".strip(), _kind(r[0]))
+            for r in table["rows"] if time_us(r[t]) is not None]
     if not rows:
         raise ValueError("table 'compile_path': no row has a time")
-    return _bars(plt, rows, "Compile path: jitbridge, NVRTC direct, CuPy, cuda.core (lower is better)"
-                 + _subtitle(table), "microseconds (log scale)", os.path.join(out, "compile.png"), log=True)
+    rows.sort(key=lambda r: _compile_group(r[0]))  # stable: the table's order within each group
+    return _bars(plt, rows, "Compiling one kernel: cold, from the disk cache in a fresh process (jitbridge, CuPy, "
+                 "cuda.core), and again in the same process; lower is better\nlabels: the time, and where given the "
+                 "time ratio to the named baseline" + _subtitle(table),
+                 "time, µs (log scale)\n'default arch': no arch given, so the GPU's architecture is asked of the "
+                 "driver, which starts the driver (cuInit) in that fresh process: that is in the row's time",
+                 os.path.join(out, "compile.png"), log=True)
+
+
+# The lines of compile_heavy.png: colour and style per series (the baseline grey, jitbridge blue, peers orange).
+_HEAVY_STYLE = {"NVRTC direct": (FLOOR, "-", "s"), "jitbridge, PCH off": ("#9ecae1", "--", "o"),
+                "jitbridge, automatic PCH": (JITBRIDGE, "-", "o"), "CuPy RawKernel": (PEER, "-", "^"),
+                "cuda.core Program": ("#a6611a", ":", "v")}
 
 
 def plot_compile_heavy(plt, table, out):
     """compile_heavy.png from the 'compile_heavy' table: per header family, each series' time for kernels 1..5."""
+    from matplotlib.ticker import FuncFormatter
+
     series = [h for h in table["headers"][1:] if h != "goal"]
     families, current = {}, None
     for r in table["rows"]:
@@ -131,22 +183,30 @@ def plot_compile_heavy(plt, table, out):
     if not families:
         raise ValueError("table 'compile_heavy': no kernel rows")
     fig, axes = plt.subplots(1, len(families), figsize=(max(8, 6 * len(families)), 4.5), squeeze=False)
+    handles = {}
     for ax, (family, kernels) in zip(axes[0], families.items()):
         xs = list(range(1, len(kernels) + 1))
         for i, name in enumerate(series):
             pts = [(x, k[i] / 1e3) for x, k in zip(xs, kernels) if k[i] is not None]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+                colour, style, marker = _HEAVY_STYLE.get(name, (None, "-", "o"))
+                (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle=style,
+                                  color=colour, label=name)
+                handles.setdefault(name, line)
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "235" else ""))
         ax.set_xticks(xs)
         ax.set_xlabel("kernel compiled in the process (1 = first)")
-        ax.set_ylabel("milliseconds (log scale)")
+        ax.set_ylabel("compile time, ms (log scale)")
         ax.set_title(family, fontsize=10)
-        ax.legend(fontsize=8)
-    fig.suptitle("Heavy headers: five distinct kernels in a fresh process" + _subtitle(table), fontsize=10)
+    fig.suptitle("Heavy headers: five different kernels compiled one after another in a fresh process, lower is "
+                 "better\nbaseline: NVRTC called directly (grey)" + _subtitle(table), fontsize=10)
     fig.tight_layout()
+    fig.legend(handles=list(handles.values()), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles),
+               fontsize=9, frameon=False)  # below the plots: it covers no line
     path = os.path.join(out, "compile_heavy.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -39,3 +39,43 @@ apt_install_missing() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+# jb_python: sets and exports PYTHON, the interpreter the scripts build for and pip-install into (setup, demo,
+# test). PYTHON when set is used as given (no venv). Otherwise the one project venv, $JITBRIDGE_VENV (default
+# <repo>/.venv), shared by scripts/demo and scripts/test and made by whichever runs first, with `python3 -m venv`
+# from the python3 first on PATH; Debian's python3 without the venv module gets python3-venv through apt, and
+# only then. A stock system Python (PEP 668: pip refuses to install into it) and a venv, conda or pyenv Python
+# all work the same way. An activated venv or conda environment is not installed into (the project venv is made
+# from its python3); PYTHON=python names it instead. Needs ROOT.
+jb_python() {
+  if [ -n "${PYTHON:-}" ]; then
+    command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON=$PYTHON not found"
+    export PYTHON
+    return 0
+  fi
+  local venv=${JITBRIDGE_VENV:-$ROOT/.venv} active=${VIRTUAL_ENV:-${CONDA_PREFIX:-}}
+  if [ ! -x "$venv/bin/python" ]; then
+    command -v python3 >/dev/null 2>&1 || die "no python3 on PATH: install Python 3.9+ (apt-get install python3), or set PYTHON"
+    log "creating the project venv ${venv#"$ROOT"/} (python3 -m venv, from $(command -v python3), Python $(python3 -c 'import platform; print(platform.python_version())'))"
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+      # Debian/Ubuntu's python3 has no ensurepip without python3-venv.
+      rm -rf "$venv"
+      apt_install_missing python3-venv
+      python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    fi
+  fi
+  "$venv/bin/python" -c 'import sys' >/dev/null 2>&1 \
+    || die "the project venv $venv does not run (made by a Python that has moved?): remove it and run again"
+  if [ -n "$active" ] && [ "$(cd "$active" 2>/dev/null && pwd -P)" != "$(cd "$venv" && pwd -P)" ]; then
+    log "note: the active environment $active is not installed into; using the project venv ${venv#"$ROOT"/} (PYTHON=python uses the active one)"
+  fi
+  PYTHON=$venv/bin/python
+  export PYTHON
+}
+
+# jb_externally_managed PY: true when pip refuses to install into PY's environment (PEP 668: a system Python).
+jb_externally_managed() {
+  "$1" -c 'import os, sys, sysconfig
+sys.exit(0 if sys.prefix == sys.base_prefix and os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)' \
+    >/dev/null 2>&1
+}

@@ -81,9 +81,18 @@ def _doc_body(obj, name):
     return doc.strip()
 
 
-def _block(text):
+# What Python shows for a member without a docstring of its own: object's ("Initialize self.  See help(type(self))
+# for accurate signature.", inherited by an __init__ without one) and a C slot's ("Call self as a function.").
+BOILERPLATE = {inspect.getdoc(getattr(object, n)) for n in dir(object)} | {inspect.getdoc(type.__call__)}
+UNDOCUMENTED = []  # the entries api() found without a real docstring: it fails listing them
+
+
+def _block(text, where):
     # Docstrings are plain text laid out in columns: kept as written.
-    return "```text\n" + text + "\n```\n" if text else "*(no docstring)*\n"
+    if not text or text in BOILERPLATE:
+        UNDOCUMENTED.append(where)
+        return "*(no docstring)*\n"
+    return "```text\n" + text + "\n```\n"
 
 
 def _members(cls):
@@ -120,21 +129,24 @@ def _section(qualname, obj, out):
         bases = [b.__name__ for b in obj.__bases__
                  if b is not object and not b.__module__.startswith("pybind11") and not b.__name__.startswith("_")]
         out.append(f"### class `{qualname}`" + (f" ({', '.join(bases)})" if bases else "") + "\n\n")
-        out.append(_block(inspect.getdoc(obj) or ""))
+        out.append(_block(inspect.getdoc(obj) or "", qualname))
         for kind, member, value in _members(obj):
             if member == "__call__" and "__call__" not in vars(obj):
                 continue  # the compiled kernels' call: the class docstring says how to call them
             if kind == "property":
                 out.append(f"\n#### `{name}.{member}` (property)\n\n")
-                out.append(_block((getattr(value, "__doc__", None) or "").strip()))
+                # A __slots__ member's text is in the class's __slots__ dict, where inspect.getdoc finds it.
+                doc = getattr(value, "__doc__", None) or (inspect.getdoc(value) if inspect.ismemberdescriptor(value)
+                                                          else None)
+                out.append(_block((doc or "").strip(), f"{qualname}.{member}"))
             elif kind == "method":
                 out.append(f"\n#### `{name}.{_signature(value, member)}`\n\n")
-                out.append(_block(_doc_body(value, member)))
+                out.append(_block(_doc_body(value, member), f"{qualname}.{member}"))
             else:
                 out.append(f"\n#### `{name}.{member}` = `{value!r}`\n\n")
     else:
         out.append(f"### `{qualname.rpartition('.')[0]}.{_signature(obj, name)}`\n\n")
-        out.append(_block(_doc_body(obj, name)))
+        out.append(_block(_doc_body(obj, name), qualname))
     out.append("\n")
 
 
@@ -154,6 +166,9 @@ def api(outfile):
     text = "".join(out)
     text = re.sub(r" at 0x[0-9a-fA-F]+>", ">", text)
     pathlib.Path(outfile).write_text(text.rstrip("\n") + "\n")
+    if UNDOCUMENTED:
+        sys.exit("docs/API.md: no docstring of its own (Python's boilerplate or none) on:\n  " +
+                 "\n  ".join(UNDOCUMENTED) + "\nwrite one in the source, then run scripts/reference")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // diagnostics.cpp — turns NVRTC's log into a CompileError that points at the offending line.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "jit_internal.hpp"
@@ -60,12 +61,45 @@ std::string trimmed(std::string_view s) {
   return std::string(s);
 }
 
-// Hints for NVRTC messages whose cure is an option.
+// Hints for NVRTC messages whose cure is an option or another header.
 std::string with_hint(std::string message) {
   if (message.find("device-side kernel launch could not be processed") != std::string::npos)
     message += " (launching kernels from the device needs relocatable device code: compile with "
                "options=('-rdc=true',))";
+  constexpr std::string_view missing = "cannot open source file \"";
+  if (message.rfind(missing, 0) == 0 && message.size() > missing.size() + 1 && message.back() == '"')
+    message += missing_header_hint(std::string_view(message).substr(missing.size(),
+                                                                    message.size() - missing.size() - 1));
   return message;
+}
+
+// "file(12): note #3196-D: message": the file, line and message of a located note.
+bool located_note(std::string_view line, std::string& file, int& number, std::string& message) {
+  const std::size_t note = line.find("): note");
+  if (note == std::string_view::npos) return false;
+  std::string copy = std::string(line.substr(0, note + 3)) + "error" + std::string(line.substr(note + 7));
+  return located_error(copy, file, number, message);
+}
+
+// The options as a message shows them: the -I of the CUDA header directories jitbridge adds (the machine's own
+// paths, the same for every compile) named once instead of listed.
+std::string shown_options(const std::vector<std::string>& options) {
+  std::vector<std::string> own;
+  try {
+    for (const std::string& dir : compile_include_dirs()) own.push_back("-I" + dir);
+  } catch (const std::exception&) {  // no CUDA headers found: nothing of jitbridge's to leave out
+  }
+  std::string out;
+  bool left_out = false;
+  for (const std::string& o : options) {
+    if (std::find(own.begin(), own.end(), o) != own.end()) {
+      left_out = true;
+      continue;
+    }
+    out += (out.empty() ? "" : " ") + o;
+  }
+  if (left_out) out += ", plus -I of each of toolkit_include_dirs()";
+  return out;
 }
 
 }  // namespace
@@ -120,12 +154,38 @@ CompileError::Details parse_diagnostics(std::string_view log, std::string_view s
       }
       return d;
     }
+    constexpr std::string_view at_end = "At end of source: ";
+    if (lines[i].substr(0, at_end.size()) == at_end && unlocated_error(lines[i].substr(at_end.size()), d.message)) {
+      // `expected a "}"` and the like: NVRTC's note after it points at what was left open.
+      d.message += " at the end of the source";
+      std::string note;
+      int number = 0;
+      if (i + 1 < lines.size() && located_note(lines[i + 1], file, number, note)) {
+        d.message += ", " + note;
+        d.file = file;
+        d.line = number;
+        const std::size_t caret = i + 3 < lines.size() ? lines[i + 3].find('^') : std::string_view::npos;
+        if (i + 2 < lines.size() && lines[i + 2].substr(0, 2) == "  " && caret != std::string_view::npos &&
+            caret <= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+          d.column = static_cast<int>(caret) - 1;
+          d.source_line = std::string(lines[i + 2].substr(2));
+        }
+      }
+      return d;
+    }
     if (unlocated_error(lines[i], d.message)) {
       d.message = with_hint(std::move(d.message));
       return d;
     }
   }
-  d.message = "NVRTC reported a failure without an error line";
+  // No line of a known form: the first that mentions an error, else the log's first line.
+  for (std::string_view line : lines)
+    if (line.find("error") != std::string_view::npos) {
+      d.message = capped(trimmed(line), CompileError::kMaxEchoedChars);
+      return d;
+    }
+  d.message = lines.empty() || trimmed(lines[0]).empty() ? "NVRTC reported a failure and wrote no log"
+                                                         : capped(trimmed(lines[0]), CompileError::kMaxEchoedChars);
   return d;
 }
 
@@ -149,8 +209,7 @@ std::string format_compile_error(const CompileError::Details& d) {
       out += fmt::format("\n {} | {}^", std::string(number.size(), ' '), pad);
     }
   }
-  std::string options = fmt::format("{}", fmt::join(d.options, " "));
-  out += fmt::format("\nNVRTC log (options: {}):", capped(options, max_chars * 5));
+  out += fmt::format("\nNVRTC log (options: {}):", capped(shown_options(d.options), max_chars * 5));
   if (d.name_expression >= 0) {
     // NVRTC's log shows the code it generated for name expressions: not the user's to read.
     out += " (in CompileError.log; it shows the code NVRTC generates for name expressions)";

@@ -158,6 +158,10 @@ std::vector<const Header*> std_shims_for(const CompileOptions& options);
 // `storage`, filled.
 const CompileOptions& with_std_headers(const CompileOptions& options, const std::vector<const Header*>& shims,
                                        CompileOptions& storage);
+// The next step for NVRTC's `cannot open source file "name"`, as " (...)" to append to the message: for a standard
+// header the shims do not cover, which ones they do and why the rest cannot be; for a shimmed one, that the shims
+// are off; for any other name, include_paths= / headers=. Never throws but std::bad_alloc.
+std::string missing_header_hint(std::string_view name);
 
 // ---- cuda_libraries.cpp: nvFatbin ------------------------------------------------------------
 // The dlopen handle of the nvFatbin this process found (nvfatbin_pick(); never unloaded). Throws

@@ -13,6 +13,27 @@ std::string shown(std::string_view name) {
   return fmt::format("{}[... {} characters in all]", name.substr(0, kMax), name.size());
 }
 
+bool word_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// A name expression's spelling without the blanks that do not separate two words: "scale<float,4>",
+// "scale<float, 4>" and "scale< float , 4 >" are one; "unsigned int" keeps its blank; "> >" and ">>" are one.
+std::string spelling(std::string_view name) {
+  std::string out;
+  bool blank = false;
+  for (char c : name) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      blank = true;
+      continue;
+    }
+    if (blank && !out.empty() && word_char(out.back()) && word_char(c)) out += ' ';
+    blank = false;
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 const Kernel* Program::find_kernel(std::string_view name) const {
@@ -20,12 +41,17 @@ const Kernel* Program::find_kernel(std::string_view name) const {
     if (k.name == name) return &k;
   for (const Kernel& k : kernels)
     if (k.lowered_name == name) return &k;
+  const std::string wanted = spelling(name);  // a name expression spelled with other blanks
+  for (const Kernel& k : kernels)
+    if (spelling(k.name) == wanted) return &k;
   return nullptr;
 }
 
 const std::string& Program::lowered_name(std::string_view name_expression) const {
   for (const auto& [expr, lowered] : lowered_names)
     if (expr == name_expression) return lowered;
+  for (const auto& [expr, lowered] : lowered_names)
+    if (spelling(expr) == spelling(name_expression)) return lowered;
   throw std::out_of_range(fmt::format("'{}' was not given as a name expression", shown(name_expression)));
 }
 

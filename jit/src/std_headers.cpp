@@ -51,7 +51,7 @@ constexpr const char* kCfloat =
 // printf is an NVRTC built-in; the rest of <cstdio> has no device meaning.
 constexpr const char* kCstdio = "#pragma once\n// printf is built into NVRTC; nothing else of <cstdio> runs on the device\n";
 
-// POSIX's M_* constants, which glibc's <math.h> gives pasted code by default.
+// POSIX's M_* constants, which glibc's <math.h> and <cmath> give pasted code by default.
 constexpr const char* kMathConstants =
     "#ifndef M_PI\n"
     "#define M_E 2.7182818284590452354\n#define M_LOG2E 1.4426950408889634074\n"
@@ -67,8 +67,11 @@ std::vector<Header> make_shims() {
   std::vector<Header> out;
   const std::string banner = "// jitbridge std shim (docs/DESIGN.md, \"Standard headers\"); -D" +
                              std::string(kNoStdShimsMacro) + " turns shims off\n";
-  for (const char* name : kLibcuxx)
-    out.push_back({name, banner + "#pragma once\n#include <cuda/std/" + name + ">\n" + kUsingLibcuxx});
+  for (const char* name : kLibcuxx) {
+    std::string text = banner + "#pragma once\n#include <cuda/std/" + name + ">\n" + kUsingLibcuxx;
+    if (std::string_view(name) == "cmath") text += kMathConstants;
+    out.push_back({name, std::move(text)});
+  }
   out.push_back({"cfloat", banner + kCfloat});
   out.push_back({"cstdio", banner + kCstdio});
   for (const auto& [c_name, cpp_name] : kCNames) {
@@ -84,7 +87,54 @@ bool is_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// Headers of the C++ and C standard libraries that no shim covers (those libcu++ has are found on disk).
+constexpr std::array<const char*, 62> kHostOnly = {
+    "algorithm", "any", "atomic", "bitset", "cctype", "cerrno", "cfenv", "charconv", "chrono", "cinttypes",
+    "codecvt", "compare", "concepts", "condition_variable", "csetjmp", "csignal", "cstdarg", "ctime", "cuchar",
+    "cwchar", "cwctype", "deque", "exception", "execution", "filesystem", "format", "forward_list", "fstream",
+    "functional", "future", "iomanip", "ios", "iosfwd", "iostream", "istream", "iterator", "list", "locale", "map",
+    "memory", "mutex", "new", "numeric", "optional", "ostream", "queue", "random", "ranges", "regex", "set",
+    "span", "sstream", "stack", "stdexcept", "string", "string_view", "thread", "typeinfo", "unordered_map",
+    "unordered_set", "variant", "vector"};
+
 }  // namespace
+
+std::string missing_header_hint(std::string_view name) {
+  std::string shimmed;
+  bool is_shim = false;
+  for (const Header& shim : std_shim_headers()) {
+    shimmed += (shimmed.empty() ? "<" : ", <") + shim.name + ">";
+    is_shim = is_shim || shim.name == name;
+  }
+  if (is_shim)
+    return " (a standard header jitbridge maps onto libcu++, but not in this compile: -D" +
+           std::string(kNoStdShimsMacro) +
+           " is given, or no libcu++ headers (cuda/std/) were found: `python -m jitbridge doctor` shows the header "
+           "search)";
+  bool host_only = false;
+  for (const char* std_name : kHostOnly) host_only = host_only || name == std_name;
+  std::string in_libcuxx;
+  if (name.find('/') == std::string_view::npos && name.find('.') == std::string_view::npos) {
+    try {
+      for (const std::string& dir : compile_include_dirs())
+        if (in_libcuxx.empty() && is_file(dir + "/cuda/std/" + std::string(name))) in_libcuxx = std::string(name);
+    } catch (const std::exception&) {  // no CUDA headers found: no libcu++ to point at
+    }
+  }
+  if (host_only || !in_libcuxx.empty()) {
+    std::string out = " (<" + std::string(name) +
+                      "> is a header of the host C++ standard library: device code has no std:: containers, "
+                      "strings, streams or allocation, so NVRTC has no such headers. jitbridge maps these "
+                      "standard headers onto libcu++: " + shimmed + ".";
+    if (!in_libcuxx.empty())
+      out += " libcu++'s own version is there: #include <cuda/std/" + in_libcuxx + "> and use cuda::std::.";
+    return out + " docs/DESIGN.md, \"Standard headers\")";
+  }
+  return " (NVRTC searches only the directories given with include_paths=[...] (command line: -I DIR) and the "
+         "in-memory headers=; pass the directory holding \"" +
+         std::string(name) + "\" as include_paths=[dir], or its text as headers={\"" + std::string(name) +
+         "\": text})";
+}
 
 const std::vector<Header>& std_shim_headers() {
   static const std::vector<Header> shims = make_shims();

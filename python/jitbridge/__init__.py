@@ -41,6 +41,7 @@ from ._core import (
 )
 from ._core import ArrayView, Tensor, as_array, empty, empty_like, from_ptr, zeros
 from ._kernels import RawKernel, RawModule
+from ._compile_warnings import CompileWarning, warn_about as _warn_about
 from ._benchmark import CudaEventTimer, benchmark
 from ._benchmark_result import BenchmarkResult, Comparison
 from . import _core, _cuda_search
@@ -58,8 +59,10 @@ def compile(code, *, options=(), name_expressions=(), headers=None, include_path
     # A Python function in front of the compiled one: Python's own TypeError for a wrong call (a
     # positional option list, an unknown keyword) names the argument without echoing `code`, which
     # pybind11's "Invoked with: ..." would print whole (docs/DESIGN.md, "Errors").
-    return _core.compile(code, options=options, name_expressions=name_expressions, headers=headers,
-                         include_paths=include_paths, arch=arch, ptx=ptx, program_name=program_name)
+    program = _core.compile(code, options=options, name_expressions=name_expressions, headers=headers,
+                            include_paths=include_paths, arch=arch, ptx=ptx, program_name=program_name)
+    _warn_about(program, stacklevel=2)  # NVRTC's warnings as a CompileWarning (once per compiled program)
+    return program
 
 
 compile.__doc__ = _core.compile.__doc__.partition("\n\n")[2] if "\n\n" in _core.compile.__doc__ else None
@@ -105,6 +108,7 @@ __all__ = [
     "Param",
     "Resources",
     "CompileError",
+    "CompileWarning",
     "NvrtcError",
     "CudaNotFoundError",
     "NoDriverError",

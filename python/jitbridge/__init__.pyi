@@ -37,6 +37,7 @@ from ._errors import (
     NvrtcError as NvrtcError,
 )
 from ._kernels import RawKernel as RawKernel, RawModule as RawModule
+from ._compile_warnings import CompileWarning as CompileWarning
 
 __version__: str
 __all__: list[str]

@@ -31,6 +31,9 @@ class CudaEventTimer:
     __module__ = "jitbridge"
 
     def __init__(self, stream=None, args=(), device=None):
+        """Makes the events and the flush buffer on ``device`` for ``stream`` (both as the class says); ``args`` are
+        the launch's arguments, whose first array (itself or inside a tuple or list there) picks the stream when
+        ``stream`` is None. Raises as the class says."""
         from . import _core
 
         # The arrays may be the arguments themselves or sit in a launch's argument tuple (k(grid, block, (x, y))).

@@ -60,6 +60,9 @@ class BenchmarkResult:
 
     def __init__(self, name, gpu_ms, host_us, *, n_warmup, n_repeat, bytes=None, flops=None, flush_l2=False,
                  stream=None):
+        """The samples of one measurement (benchmark() makes these): ``gpu_ms`` and ``host_us`` one value per
+        sample each, the other arguments the fields of the same names. Raises ValueError when there are no GPU
+        samples or the two counts differ."""
         self.name = name
         self.gpu_ms = tuple(float(v) for v in gpu_ms)
         self.host_us = tuple(float(v) for v in host_us)
@@ -182,6 +185,9 @@ class Comparison:
     __module__ = "jitbridge"
 
     def __init__(self, results, baseline=None):
+        """``results``: a mapping (or pairs) of name to BenchmarkResult, in the order to show; ``baseline``: the
+        name the ratios are taken against (None: the first). Raises ValueError for no results, KeyError for a
+        baseline that is not one of them. benchmark({...}) makes these."""
         self.results = dict(results)
         if not self.results:
             raise ValueError("a Comparison needs at least one result")

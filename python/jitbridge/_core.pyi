@@ -446,9 +446,11 @@ class _Configured:
     """
     kernel[grid, block]: a kernel with its launch configuration; call it with the kernel's arguments (keywords as for the kernel's own call).
     """
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **options):
         """
-        Call self as a function.
+        Launches the kernel with the configuration of kernel[grid, block] (or [grid, block, stream,
+        shared_mem]), Numba's form: one positional argument per kernel parameter, checked as kernel(grid,
+        block, args) checks them; keyword options as for that call. Raises as that call does.
         """
     def __repr__(self) -> str:
         """
@@ -512,9 +514,14 @@ class _EventTimer:
         The stream the events are recorded on, as an int handle (1: the legacy default stream).
         """
 class _Kernel:
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **options):
         """
-        Call self as a function.
+        Launches the kernel, CuPy's form: kernel(grid, block, args, shared_mem=0, stream=None). grid and block
+        are an int or a tuple of up to 3 ints; args a tuple or list with one entry per kernel parameter, each
+        checked against the parameter's type. Keyword options: shared_mem, stream, cluster, cooperative,
+        programmatic_dependent, check_args (the class says what each does). Runs on the consumer stream and
+        never synchronizes the host. Raises TypeError/ValueError naming the argument that does not fit,
+        LaunchError when the driver refuses the launch, NoDriverError without a driver.
         """
     def __getitem__(self, config: typing.Any) -> _Configured:
         """
@@ -693,9 +700,11 @@ def compile(code: str | bytes, *, options: collections.abc.Sequence[str] = (), n
     ptx              also keep the PTX text (Program.ptx).
     program_name     the file name diagnostics refer to.
     
-    Returns a Program. Raises CompileError for errors in the source or options, ValueError for a
-    malformed or unsupported arch, NvrtcError when NVRTC itself fails, TypeError for arguments of the
-    wrong type. The GIL is released while compiling.
+    Returns a Program; NVRTC's warnings about it are issued as jitbridge.CompileWarning (once, when
+    NVRTC compiles it: not for cache hits). Raises CompileError for errors in the source or options,
+    ValueError for a malformed or unsupported arch, an empty source or an include path that is not a
+    directory, NvrtcError when NVRTC itself fails, TypeError for arguments of the wrong type. The GIL
+    is released while compiling.
     """
 def default_arch() -> str:
     """

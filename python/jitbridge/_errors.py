@@ -26,6 +26,8 @@ class CompileError(RuntimeError):
 
     def __init__(self, what="", *, log="", program_name="", options=(), kernel=None, line=None,
                  column=None, message="", source_line=None, file=None, name_expression=None):
+        """``what`` is str(e); the keywords set the fields of the same names (see the class). jitbridge raises it
+        itself; made by hand, it is what a test or a wrapper re-raising an NVRTC failure would build."""
         super().__init__(what)
         self.file = file
         self.name_expression = name_expression
@@ -73,6 +75,8 @@ class LinkError(RuntimeError):
     __module__ = "jitbridge"
 
     def __init__(self, what="", *, error_log="", info_log="", undefined=(), input=None, code=None):
+        """``what`` is str(e); the keywords set the fields of the same names (see the class; undefined becomes a
+        tuple). jitbridge raises it itself."""
         super().__init__(what)
         self.error_log = error_log
         self.info_log = info_log
@@ -93,6 +97,8 @@ class DriverError(RuntimeError):
     __module__ = "jitbridge"
 
     def __init__(self, what="", *, code=None):
+        """``what`` is str(e) (the call and the driver's name for the error); ``code`` the CUresult, an int or
+        None. jitbridge raises it itself."""
         super().__init__(what)
         self.code = code
 
@@ -109,5 +115,7 @@ class LaunchError(RuntimeError):
     __module__ = "jitbridge"
 
     def __init__(self, what="", *, code=None):
+        """``what`` is str(e) (the kernel and the driver's name for the error); ``code`` the CUresult, an int or
+        None. jitbridge raises it itself."""
         super().__init__(what)
         self.code = code

@@ -3,6 +3,7 @@
 import os
 
 from . import _core, _pickle
+from ._compile_warnings import warn_about
 
 __all__ = ["RawKernel", "RawModule"]
 
@@ -49,6 +50,7 @@ class RawKernel(_core._Kernel):
         exprs = name_expressions if name_expressions is not None else ()
         program = _core.compile(code, options=options, name_expressions=exprs, headers=headers,
                                 include_paths=include_paths, arch=arch, program_name=program_name)
+        warn_about(program, stacklevel=2)
         super().__init__(_core._Module(program), name)
         self.check_args = check_args
 
@@ -113,6 +115,7 @@ class RawModule:
             exprs = name_expressions if name_expressions is not None else ()
             program = _core.compile(code, options=options, name_expressions=exprs, headers=headers,
                                     include_paths=include_paths, arch=arch, program_name=program_name)
+            warn_about(program, stacklevel=2)
             self._module = _core._Module(program)
         else:
             path = os.fspath(path)

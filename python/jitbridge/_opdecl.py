@@ -101,6 +101,9 @@ class Launch:
     """
 
     def __init__(self, kernel, *, args, grid, block, shared_mem=0):
+        """Checks and keeps the launch (the arguments are the class's). Raises OpDeclarationError (a TypeError)
+        naming the argument for an empty kernel dict, a kernel that is not callable, args= not a tuple or list
+        (TypeError showing the one-item tuple for a bare str), or grid/block/shared_mem of the wrong form."""
         if isinstance(kernel, dict):
             if not kernel:
                 raise OpDeclarationError("Launch: the kernel dict is empty")
@@ -125,6 +128,8 @@ class Launch:
 
     @property
     def keyed(self):
+        """True when the kernel was given as a dict {dtype: RawKernel} (picked per call by the first tensor input's
+        dtype), False for a single kernel."""
         return None not in self.kernels
 
     def __repr__(self):
@@ -140,9 +145,18 @@ class Output:
     copy; by default the dtype of the op's first tensor input. ``like=`` with ``dtype=`` copies the shape only.
     """
 
-    __slots__ = ("like", "shape", "dtype")
+    __slots__ = {
+        "like": "The name of the tensor whose shape (and, without dtype=, dtype) the output copies, or None.",
+        "shape": "None (with like=), a tuple of ints, or a callable fn(**tensors) returning the shape.",
+        "dtype": "None (the first tensor input's dtype, or like='s), ('fixed', dtype name) or ('tensor', name of the "
+                 "tensor whose dtype to copy).",
+    }
 
     def __init__(self, like=None, *, shape=None, dtype=None):
+        """Checks and keeps the allocation rule (the arguments are the class's). Raises OpDeclarationError (a
+        TypeError) naming the argument unless exactly one of like= and shape= is given, or for a like= that is not a
+        str, a shape= that is neither callable nor a tuple of ints >= 0, a dtype= that is neither a dtype nor a
+        tensor name."""
         if (like is None) == (shape is None):
             raise OpDeclarationError("Output: give exactly one of like= (a tensor name) and shape= (a callable or a "
                                      "tuple of ints)")

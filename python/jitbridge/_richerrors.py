@@ -43,6 +43,19 @@ def _highlighted(line, column):
     return marked, caret
 
 
+def _shown_options(options):
+    """The options as str(CompileError) shows them: the -I of the CUDA header directories jitbridge adds (this
+    machine's paths) named once instead of listed."""
+    from . import toolkit_include_dirs
+
+    try:
+        own = {"-I" + d for d in toolkit_include_dirs()}
+    except Exception:  # noqa: BLE001 - no CUDA headers found: nothing of jitbridge's to leave out
+        own = set()
+    shown = " ".join(o for o in options if o not in own)
+    return shown + ", plus -I of each of toolkit_include_dirs()" if any(o in own for o in options) else shown
+
+
 def compile_error_html(e):
     """HTML for a CompileError: where (file:line:column, the kernel), the message, the source line with the error
     marked and a caret under it, the options, and NVRTC's whole log folded."""
@@ -66,7 +79,7 @@ def compile_error_html(e):
             body += f"\n{_e(pad)}<span style=\"color: #d9534f\">{_e(caret)}</span>"
         parts.append(f"<pre style=\"margin: 4px 0\">{body}</pre>")
     if e.options:
-        parts.append(f"<div><small>options: <code>{_e(' '.join(e.options))}</code></small></div>")
+        parts.append(f"<div><small>options: <code>{_e(_shown_options(e.options))}</code></small></div>")
     if e.log:
         lines = e.log.splitlines()
         shown = lines[:_MAX_LOG_LINES]

@@ -73,6 +73,12 @@ def _cmd_compile(args):
     for define in args.define:
         if not define or define.startswith("="):
             raise UserError(f"-D {define!r}: expected NAME or NAME=VALUE")
+    if not code.strip():
+        raise UserError(f"{path} is empty: nothing to compile")
+    for directory in args.include:
+        if not os.path.isdir(directory):
+            why = "a file, not a directory" if os.path.exists(directory) else "no such directory"
+            raise UserError(f"-I {directory}: {why}")
     options = [f"-D{d}" for d in args.define] + list(args.option)
     # Quoted includes resolve against the file's own directory first, as with any compiler.
     include_paths = [os.path.dirname(os.path.abspath(path))] + list(args.include)
@@ -80,9 +86,11 @@ def _cmd_compile(args):
     try:
         # --arch sm_80,sm_90: a fat binary with one image per target.
         arch = args.arch.split(",") if args.arch and "," in args.arch else args.arch
-        program = jitbridge.compile(code, options=options, name_expressions=args.name_expression,
-                                    include_paths=include_paths, arch=arch, ptx=args.ptx,
-                                    program_name=program_name)
+        with warnings.catch_warnings():  # NVRTC's warnings: the log is printed below
+            warnings.simplefilter("ignore", jitbridge.CompileWarning)
+            program = jitbridge.compile(code, options=options, name_expressions=args.name_expression,
+                                        include_paths=include_paths, arch=arch, ptx=args.ptx,
+                                        program_name=program_name)
     except ValueError as e:  # a malformed or unsupported arch, a bad option value
         raise UserError(str(e)) from None
     if program.log:
@@ -107,7 +115,7 @@ def _cmd_compile(args):
                 f.write(image)
         except OSError as e:
             raise UserError(f"cannot write {args.output}: {e.strerror or e}") from None
-        print(f"wrote {args.output} ({_size(len(image))})")
+        print(f"wrote {args.output}: {_size(len(image))}")
     return 0
 
 

@@ -139,17 +139,37 @@ TEST_CASE("diagnostics without a location still produce a message") {
   CHECK(format_compile_error(d).rfind("k.cu: error: invalid value", 0) == 0);
 }
 
+TEST_CASE("diagnostics: an error at the end of the source points at what its note names") {
+  const std::string log =
+      "At end of source: error: expected a \"}\"\n"
+      "k.cu(2): note #3196-D: to match this \"{\"\n"
+      "  void f() {\n"
+      "           ^\n\n1 error detected in the compilation of \"k.cu\".\n";
+  auto d = parse_diagnostics(log, "// x\nvoid f() {\n", "k.cu", {});
+  CHECK(d.message == "expected a \"}\" at the end of the source, to match this \"{\"");
+  CHECK(d.file == "k.cu");
+  CHECK(d.line == 2);
+  CHECK(d.column == 10);
+  CHECK(d.source_line == "void f() {");
+  auto bare = parse_diagnostics("At end of source: error: expected a \";\"\n", "", "k.cu", {});
+  CHECK(bare.message == "expected a \";\" at the end of the source");
+  CHECK(bare.line == 0);
+  auto other = parse_diagnostics("something odd\nfatal: an error we do not know\n", "", "k.cu", {});
+  CHECK(other.message == "fatal: an error we do not know");  // the first line that mentions an error
+}
+
 TEST_CASE("diagnostics: line numbers past int and a bare 'catastrophic' are not located errors (fuzz findings)") {
   // Both used to be undefined behaviour: a signed overflow, and remove_prefix past the end.
   auto big = parse_diagnostics("k.cu(99999999999): error: x", "", "k.cu", {});
   CHECK(big.line == 0);
   auto bare = parse_diagnostics("k.cu(3): catastrophic", "", "k.cu", {});
   CHECK(bare.line == 0);
-  CHECK(bare.message == "NVRTC reported a failure without an error line");
+  CHECK(bare.message == "k.cu(3): catastrophic");  // no line of a known form: the log's first line
   auto real = parse_diagnostics("k.cu(3): catastrophic error: cannot open source file \"x.h\"", "a\nb\nc\n", "k.cu", {});
   CHECK(real.line == 3);
   CHECK(real.source_line == "c");
-  CHECK(real.message == "cannot open source file \"x.h\"");
+  CHECK(real.message.rfind("cannot open source file \"x.h\" (NVRTC searches only the directories given with "
+                           "include_paths=[...] (command line: -I DIR)", 0) == 0);
   auto at_max = parse_diagnostics("k.cu(2147483647): error: y", "", "k.cu", {});
   CHECK(at_max.line == 2147483647);
 }

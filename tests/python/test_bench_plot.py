@@ -109,10 +109,33 @@ def test_the_plotted_values_are_the_tables(tmp_path, monkeypatch):
     plot.plot_launch(None, tables["launch_host"], "o")
     plot.plot_compile(None, tables["compile_path"], "o")
     launch, compile_ = drawn[os.path.join("o", "launch.png")], drawn[os.path.join("o", "compile.png")]
-    assert [(r[0], r[1], r[2]) for r in launch] == [(r[0], float(r[2]), r[3]) for r in LAUNCH_ROWS[:3]]  # net us
+    assert [(r[0], r[1]) for r in launch] == [(r[0], float(r[2])) for r in LAUNCH_ROWS[:3]]  # net us
+    # Each label: the time, and the ratio as a time ratio (not a speedup).
+    assert [r[2] for r in launch] == ["2.10 µs (1.00x the time of the baseline)",
+                                      "2.31 µs (1.10x the time of the baseline)",
+                                      "4.76 µs (2.27x the time of the baseline)"]
     assert [r[3] for r in launch] == [plot.FLOOR, plot.JITBRIDGE, plot.PEER]
     assert [r[1] for r in compile_] == [25100.0, 25900.0, 412.0, 1.2]  # the n/a row left out
     assert [r[3] for r in compile_] == [plot.FLOOR, plot.JITBRIDGE, plot.JITBRIDGE, plot.JITBRIDGE]
+    assert compile_[1][2] == "25.90 ms  1.032x the time of NVRTC called directly"
+
+
+def test_ratio_cells_read_as_time_ratios():
+    assert plot.ratio_text("96.7x jitbridge (Python)") == "96.7x the time of jitbridge (Python)"
+    assert plot.ratio_text("1.20x", "the baseline") == "1.20x the time of the baseline"
+    assert plot.ratio_text("") == "" and plot.ratio_text("n/a") == "n/a"
+
+
+def test_the_compile_figure_puts_the_fresh_process_rows_together(monkeypatch):
+    rows = [["cold compile, NVRTC called directly (C++)", "25.10 ms", "", ""],
+            ["disk hit, fresh process, Python (arch given)", "412.00 us", "", ""],
+            ["same compile again in one process, Python", "1.20 us", "", ""],
+            ["CuPy RawModule, fresh process, its disk cache warm", "20.00 ms", "48.5x jitbridge (Python)", ""]]
+    drawn = {}
+    monkeypatch.setattr(plot, "_bars", lambda plt, rows, title, xlabel, out, log=False: drawn.setdefault(out, rows))
+    plot.plot_compile(None, {"key": "compile_path", "headers": ["measurement", "time", "ratio", "goal"],
+                             "rows": rows}, "o")
+    assert [r[0] for r in drawn[os.path.join("o", "compile.png")]] == [rows[0][0], rows[1][0], rows[3][0], rows[2][0]]
 
 
 def test_plot_writes_the_pngs(tmp_path, capsys):

@@ -166,7 +166,8 @@ def test_kernels_keep_their_program_alive():
 
 
 def test_warnings_stay_on_the_program():
-    p = jitbridge.compile(unique('extern "C" __global__ void k() { int unused = 3; }'), arch="sm_90")
+    with pytest.warns(jitbridge.CompileWarning, match="unused"):  # and reach Python (test_compile_warnings.py)
+        p = jitbridge.compile(unique('extern "C" __global__ void k() { int unused = 3; }'), arch="sm_90")
     assert "unused" in p.log
 
 
@@ -229,14 +230,17 @@ def test_arch_disagreeing_with_option_is_a_value_error():
 @pytest.mark.parametrize("kwargs, message", [
     ({"code": 5}, "code: expected str or bytes, got int"),
     ({"code": None}, "code: expected str or bytes, got NoneType"),
-    ({"options": "-DX=1"}, "options: expected a sequence of str, got str"),
+    ({"options": "-DX=1"}, "options: expected a sequence of str, got str; for one item write a tuple or list: "
+                           "options=('-DX=1',)"),
     ({"options": b"-DX=1"}, "options: expected a sequence of str, got bytes"),
     ({"options": ["-DX=1", 3]}, "options[1]: expected str, got int"),
     ({"options": {"-DX=1"}}, "options: expected a sequence of str, got set"),
     ({"options": None}, "options: expected a sequence of str, got NoneType"),
-    ({"name_expressions": "scale<float, 4>"}, "name_expressions: expected a sequence of str, got str"),
+    ({"name_expressions": "scale<float, 4>"}, "name_expressions: expected a sequence of str, got str; for one item "
+                                             "write a tuple or list: name_expressions=('scale<float, 4>',)"),
     ({"name_expressions": [b"k"]}, "name_expressions[0]: expected str, got bytes"),
-    ({"include_paths": "/usr/include"}, "include_paths: expected a sequence of str or os.PathLike, got str"),
+    ({"include_paths": "/usr/include"}, "include_paths: expected a sequence of str or os.PathLike, got str; for one "
+                                       "item write a tuple or list: include_paths=('/usr/include',)"),
     ({"include_paths": Path("/usr/include")}, "include_paths: expected a sequence of str or os.PathLike, got PosixPath"),
     ({"include_paths": [1]}, "include_paths[0]: expected str, got int"),
     ({"headers": ["a.h"]}, "headers: expected a dict of str (name) to str (text), got list"),

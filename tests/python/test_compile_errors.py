@@ -80,7 +80,9 @@ def test_a_device_side_launch_without_rdc_says_to_add_it():
 
 @pytest.mark.parametrize("argument", ["options", "name_expressions", "include_paths"])
 def test_a_bare_str_is_refused_by_every_compiling_entry_point(argument):
-    want = rf"^{argument}: expected a sequence of str( or os.PathLike)?, got str$"
+    # The message shows the one-item tuple meant.
+    want = rf"^{argument}: expected a sequence of str( or os.PathLike)?, got str; for one item write a tuple or " \
+           rf"list: {argument}=\('-DX=1',\)$"
     with pytest.raises(TypeError, match=want):
         jitbridge.compile(SRC, arch="sm_90", **{argument: "-DX=1"})
     with pytest.raises(TypeError, match=want):

@@ -366,7 +366,7 @@ def test_an_unsupported_arch_is_refused_by_nvrtc_on_a_miss(tmp_path, cache_dir):
     r = _python(tmp_path, cache_dir, "import jitbridge\n"
                 "try:\n    jitbridge.compile('extern \"C\" __global__ void k() {}', arch='sm_12345')\n"
                 "except ValueError as e:\n    print(e)\n"
-                "try:\n    jitbridge.compile('', arch='sm_9x')\n"
+                "try:\n    jitbridge.compile('__device__ int x;', arch='sm_9x')\n"
                 "except ValueError as e:\n    print(e)\n", JITBRIDGE_CACHE="1", CUDA_HOME=home)
     assert r.returncode == 0, r.stderr
     unsupported, malformed = r.stdout.splitlines()

@@ -131,9 +131,11 @@ class Program {
   // loaded instead of cubin/ptx when not empty. Empty for compile()'s programs.
   std::string fatbin;
 
-  // The kernel called `name` (Kernel::name, or its lowered name); nullptr if none.
+  // The kernel called `name` (Kernel::name, or its lowered name); a name expression also matches spelled with
+  // other blanks between its tokens ("scale<float,4>" finds "scale<float, 4>"). nullptr if none.
   const Kernel* find_kernel(std::string_view name) const;
-  // Lowered name of a name expression given at compile time; throws std::out_of_range.
+  // Lowered name of a name expression given at compile time (blanks between tokens as find_kernel);
+  // throws std::out_of_range.
   const std::string& lowered_name(std::string_view name_expression) const;
   // Why find_kernel(name) found nothing, for the error a caller raises: the kernels there are, and
   // for a template kernel asked for by its bare name, the name_expressions that instantiate it.

@@ -1,6 +1,7 @@
 // compile.cpp — jitbridge.compile(): checks and converts the Python arguments, then compiles with the GIL released.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ bool has_fspath(py::handle item) {
 // otherwise be taken one character at a time. With `paths`, os.PathLike items are taken too.
 std::vector<std::string> string_list(py::handle obj, const char* what, bool paths = false) {
   const std::string expected = paths ? "a sequence of str or os.PathLike" : "a sequence of str";
+  if (PyUnicode_Check(obj.ptr())) {
+    // options="-DX=1": show the one-item tuple meant (the value cut at 200 characters).
+    std::string value = text_arg(obj, what);
+    if (value.size() > 200) value = value.substr(0, 200) + "...";
+    type_error(fmt::format("{}: expected {}, got str; for one item write a tuple or list: {}=({},)", what, expected,
+                           what, py::repr(py::str(value)).cast<std::string>()));
+  }
   if (is_text(obj) || PyByteArray_Check(obj.ptr()) ||
       !(PySequence_Check(obj.ptr()) || PyIter_Check(obj.ptr())))
     type_error(fmt::format("{}: expected {}, got {}", what, expected, type_name(obj)));
@@ -101,11 +109,24 @@ ProgramHandle compile_py(const SourceArg& code, const StrSequenceArg& options, c
                          const BoolArg& ptx, const StrArg& program_name) {
   const std::string source = text_arg(code, "code", true);
   reject_nul(source, "code");
+  if (source.find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+    throw py::value_error(source.empty() ? "code: the source is empty (nothing to compile)"
+                                         : "code: the source is only blanks (nothing to compile)");
   CompileOptions o;
   o.options = string_list(options, "options");
   o.name_expressions = string_list(name_expressions, "name_expressions");
   o.headers = header_list(headers);
   o.include_paths = string_list(include_paths, "include_paths", true);
+  for (std::size_t i = 0; i < o.include_paths.size(); ++i) {
+    std::error_code ec;
+    const std::string& dir = o.include_paths[i];
+    if (!std::filesystem::is_directory(dir, ec))
+      throw py::value_error(fmt::format(
+          "include_paths[{}]: '{}' is not a directory{}{}", i, dir,
+          std::filesystem::exists(dir, ec) ? " (it is a file: give the directory that holds it)" : " (no such directory)",
+          !dir.empty() && dir[0] == '/' ? "" : fmt::format("; relative paths are taken from the current directory, {}",
+                                                           std::filesystem::current_path(ec).string())));
+  }
   std::vector<std::string> fat_targets;  // arch=[...]: a fat binary for these targets
   const bool fat = PyList_Check(arch.ptr()) || PyTuple_Check(arch.ptr());
   if (fat) {
@@ -154,9 +175,11 @@ arch             "sm_90", "sm_90a", "compute_90", ...; None: the current GPU's, 
 ptx              also keep the PTX text (Program.ptx).
 program_name     the file name diagnostics refer to.
 
-Returns a Program. Raises CompileError for errors in the source or options, ValueError for a
-malformed or unsupported arch, NvrtcError when NVRTC itself fails, TypeError for arguments of the
-wrong type. The GIL is released while compiling.)");
+Returns a Program; NVRTC's warnings about it are issued as jitbridge.CompileWarning (once, when
+NVRTC compiles it: not for cache hits). Raises CompileError for errors in the source or options,
+ValueError for a malformed or unsupported arch, an empty source or an include path that is not a
+directory, NvrtcError when NVRTC itself fails, TypeError for arguments of the wrong type. The GIL
+is released while compiling.)");
 }
 
 }  // namespace jitbridge::python

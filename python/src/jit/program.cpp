@@ -241,8 +241,10 @@ void bind_program(py::module_& m) {
           "lowered_name",
           initialised([](const ProgramHandle& h, const StrArg& expr_obj) {
             const std::string expr = text_arg(expr_obj, "name_expression");
-            for (const auto& [given, lowered] : h.program->lowered_names)
-              if (given == expr) return text(lowered);
+            try {
+              return text(h.program->lowered_name(expr));  // blanks between tokens as Program::find_kernel
+            } catch (const std::out_of_range&) {
+            }
             std::string given;
             for (const auto& entry : h.program->lowered_names) given += (given.empty() ? "" : ", ") + entry.first;
             throw py::key_error(fmt::format("'{}' was not given as a name expression; given: {}",

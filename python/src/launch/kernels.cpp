@@ -107,6 +107,25 @@ void inherit_vectorcall(py::handle cls, py::handle base) {
   PyType_Modified(t);
 }
 
+// help(T.__call__) for a kernel type: CPython's slot wrapper says "Call self as a function.". Replaced in the
+// type's dict by a wrapper of the same slot and the same CPython wrapper function (copied from the one there), so
+// that subclasses still inherit tp_call as the slot itself (and with it the vectorcall), with `doc` as its text.
+// `base` must outlive the type (static storage): the descriptor keeps a pointer to it.
+void document_call(py::handle cls, wrapperbase& base, const char* doc) {
+  PyTypeObject* t = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  PyObject* slot = PyDict_GetItemString(t->tp_dict, "__call__");  // borrowed; used before the dict changes
+  if (!slot || !Py_IS_TYPE(slot, &PyWrapperDescr_Type))
+    throw std::logic_error("document_call: the type has no __call__ slot wrapper");
+  const auto* wrapper = reinterpret_cast<const PyWrapperDescrObject*>(slot);
+  base = *wrapper->d_base;
+  base.doc = doc;
+  py::object mine = py::reinterpret_steal<py::object>(PyDescr_NewWrapper(t, &base, wrapper->d_wrapped));
+  if (!mine || PyDict_SetItemString(t->tp_dict, "__call__", mine.ptr()) != 0) throw py::error_already_set();
+  PyType_Modified(t);
+}
+
+wrapperbase kernel_call, configured_call;
+
 // k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
 PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
@@ -433,6 +452,20 @@ void bind_kernels(py::module_& m) {
         return fmt::format("<{}[({}, {}, {}), ({}, {}, {})]>", ck.core->name, c.grid.x, c.grid.y, c.grid.z, c.block.x,
                            c.block.y, c.block.z);
       }), "<saxpy[(4, 1, 1), (256, 1, 1)]>: the kernel's name, grid and block.");
+
+  document_call(m.attr("_Kernel"), kernel_call,
+                "__call__($self, /, *args, **options)\n--\n\n"
+                "Launches the kernel, CuPy's form: kernel(grid, block, args, shared_mem=0, stream=None). grid and block\n"
+                "are an int or a tuple of up to 3 ints; args a tuple or list with one entry per kernel parameter, each\n"
+                "checked against the parameter's type. Keyword options: shared_mem, stream, cluster, cooperative,\n"
+                "programmatic_dependent, check_args (the class says what each does). Runs on the consumer stream and\n"
+                "never synchronizes the host. Raises TypeError/ValueError naming the argument that does not fit,\n"
+                "LaunchError when the driver refuses the launch, NoDriverError without a driver.");
+  document_call(configured, configured_call,
+                "__call__($self, /, *args, **options)\n--\n\n"
+                "Launches the kernel with the configuration of kernel[grid, block] (or [grid, block, stream,\n"
+                "shared_mem]), Numba's form: one positional argument per kernel parameter, checked as kernel(grid,\n"
+                "block, args) checks them; keyword options as for that call. Raises as that call does.");
 
   m.def("_inherit_vectorcall", &inherit_vectorcall, py::arg("cls"), py::arg("base"),
         "Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).");

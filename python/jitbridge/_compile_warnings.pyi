@@ -1,0 +1,6 @@
+# _compile_warnings.pyi — CompileWarning for type checkers (hand-written from _compile_warnings.py).
+import typing
+
+class CompileWarning(UserWarning): ...
+
+def warn_about(program: typing.Any, stacklevel: int) -> None: ...
