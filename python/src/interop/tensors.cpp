@@ -6,6 +6,7 @@
 
 #include "bindings.hpp"
 #include "interop/interop_objects.hpp"
+#include "interop/stream_owners.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/dlpack_export.hpp"
 
@@ -17,7 +18,10 @@ py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle
   const DeviceTensor& t = self.tensor;
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, t.view().device, "Tensor.__dlpack__");
   DeviceTensor exported = r.copy ? t.copy() : t;
-  if (r.consumer) exported.buffer()->hand_to(*r.consumer);
+  // The consumer's int (cupy.from_dlpack, torch.from_dlpack pass their current stream): its owner
+  // is looked up only when the hand-off will store it.
+  if (r.consumer && !exported.buffer()->needs_no_hand_off(*r.consumer))
+    exported.buffer()->hand_to(owned_stream(*r.consumer, t.device()));
   return dlpack_capsule(exported.view(), r.versioned, r.copy ? DLPACK_FLAG_BITMASK_IS_COPIED : std::uint64_t{0});
 }
 
@@ -141,10 +145,10 @@ py::object framework_empty(PyTypeObject* type, const Dims& shape, DLDataType dty
   return py::reinterpret_steal<py::object>(static_cast<PyObject*>(out));
 }
 
-py::object new_tensor(const Dims& shape, DLDataType dtype, int device, CUstream stream, bool zero, const char* arg) {
+py::object new_tensor(const Dims& shape, DLDataType dtype, int device, StreamRef stream, bool zero, const char* arg) {
   TensorObject out;
   try {
-    out.tensor = DeviceTensor::empty(shape, dtype, device, stream);
+    out.tensor = DeviceTensor::empty(shape, dtype, device, std::move(stream));
   } catch (const InteropError& e) {
     raise_interop(InteropError(e.kind(), fmt::format("{}: {}", arg, e.what())));
   }
@@ -158,25 +162,29 @@ py::object empty_impl(py::handle shape_obj, py::handle dtype_obj, py::handle dev
   const Dims shape = parse_shape(shape_obj, fmt::format("{}(shape)", fn).c_str());
   const DLDataType dtype = parse_dtype(dtype_obj, fmt::format("{}(dtype)", fn).c_str());
   const std::optional<DLDevice> device = parse_device(device_obj, fmt::format("{}(device)", fn).c_str());
-  const std::optional<CUstream> stream = parse_stream(stream_obj, fmt::format("{}(stream)", fn).c_str());
+  const std::string stream_arg = fmt::format("{}(stream)", fn);
   if (!like.is_none()) {
+    const std::optional<CUstream> stream = parse_stream(stream_obj, stream_arg.c_str());  // only waited on
     PyTypeObject* type = PyType_Check(like.ptr()) ? reinterpret_cast<PyTypeObject*>(like.ptr()) : Py_TYPE(like.ptr());
     return framework_empty(type, shape, dtype, device ? *device : DLDevice{kDLCUDA, current_device()}, stream, zero,
                            fmt::format("{}(like)", fn).c_str());
   }
+  const int ordinal = device && device->device_type == kDLCUDA ? device->device_id : current_device();
+  std::optional<StreamRef> stream = parse_stream_ref(stream_obj, ordinal, stream_arg.c_str());  // stored
   if (device && device->device_type != kDLCUDA)
     throw py::value_error(fmt::format("{}(device): jitbridge allocates CUDA memory only; for host memory pass "
                                       "like=<an array type with the DLPack exchange API>, e.g. torch.Tensor",
                                       fn));
-  return new_tensor(shape, dtype, device ? device->device_id : current_device(), stream.value_or(CU_STREAM_LEGACY),
-                    zero, fn);
+  return new_tensor(shape, dtype, ordinal, stream ? std::move(*stream) : StreamRef(), zero, fn);
 }
 
 py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj) {
   const char* arg = "empty_like(x)";
   PyObject* o = x.ptr();
-  const std::optional<CUstream> explicit_stream = parse_stream(stream_obj, "empty_like(stream)");
-  const CUstream consumer = explicit_stream ? *explicit_stream : consumer_stream(py::none(), &o, 1, "stream");
+  // consumer_stream() notes where the stream came from (the stream= object, x), for the owner below.
+  const CUstream consumer = consumer_stream(stream_obj, &o, 1, stream_obj.is_none() ? "stream" : "empty_like(stream)");
+  std::optional<CUstream> explicit_stream;
+  if (!stream_obj.is_none()) explicit_stream.emplace(consumer);
   ArrayView v;
   if (!view_array(o, consumer, v, arg))
     throw py::type_error(fmt::format("{}: a {} is not an array", arg, type_name(x)));
@@ -188,7 +196,8 @@ py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj)
     throw py::value_error(fmt::format("{}: x is in {} memory; jitbridge allocates CUDA memory only (frameworks with "
                                       "the DLPack exchange API allocate their own)",
                                       arg, device_name(v.device)));
-  return new_tensor(v.shape, dtype, v.device.device_id, consumer, false, "empty_like");
+  return new_tensor(v.shape, dtype, v.device.device_id, consumer_stream_ref(consumer, v.device.device_id), false,
+                    "empty_like");
 }
 
 }  // namespace
