@@ -173,7 +173,9 @@ consumer stream and max_version=(1, 0), falling back to the legacy form), __cuda
 (v0 to v3), and jitbridge's own ArrayView and Tensor. Host (CPU) arrays work too; launches refuse
 them. The consumer stream: `stream` (an int handle, or an object with __cuda_stream__, .cuda_stream or
 .ptr) if given, else the current stream of obj's framework (torch, CuPy), else the legacy default
-stream; the producer's work is ordered before it (events, never a host sync).
+stream; the producer's work is ordered before it (events, never a host sync). The view keeps that
+stream alive (later uses on other streams wait for it): a stream object itself, CuPy's current
+Stream; an int handle that is neither must outlive the view.
 Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
 or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.)");
 
@@ -185,7 +187,8 @@ or BufferError (consumed or refused DLPack capsules, masks), each naming the pro
 shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
 (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
 C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
-ready on (None: the legacy default stream). jitbridge does not free the memory: keep it valid
+ready on (None: the legacy default stream; a stream object is kept alive by the view, an int handle
+must outlive it unless it is CuPy's current stream). jitbridge does not free the memory: keep it valid
 while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
 device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
 device or strides (each naming the argument).)");

@@ -209,6 +209,10 @@ Its memory is allocated in stream order (cuMemAllocAsync) on its stream and free
 when the last owner lets go (this object, DLPack capsules handed out, views): work already queued
 that uses it stays valid. `stream` is the stream the contents are ordered on: the allocation
 stream, then the last stream it was handed to (a launch, or __dlpack__(stream=...)).
+It keeps alive every stream it stores (the allocation stream, the streams it was handed to)
+until its memory is freed: the stream object given as stream=, the one the stream came from, or
+CuPy's current Stream object; a raw int handle that is none of those must outlive the tensor
+(as with torch.Tensor.record_stream).
 Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
 cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
 without a copy. Made by empty(), zeros() and empty_like() only.)"));
@@ -243,9 +247,11 @@ without a copy. Made by empty(), zeros() and empty_like() only.)"));
 stream: the consumer's stream (None: the legacy default stream; 1 legacy, 2 per-thread, else a
 handle; -1: no synchronisation). Unless -1, that stream waits for the tensor's stream (an event,
 no host sync), becomes the tensor's stream, and the tensor's memory is freed only after the work
-queued on it. max_version >= (1, 0) gives a versioned capsule, else a legacy one. dl_device must
-be this tensor's device (BufferError otherwise). copy=True exports a fresh copy (queued on the
-tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
+queued on it. The tensor keeps that stream alive when it is CuPy's current Stream (torch's and the
+default streams need nothing); any other handle must outlive the tensor. max_version >= (1, 0)
+gives a versioned capsule, else a legacy one. dl_device must be this tensor's device
+(BufferError otherwise). copy=True exports a fresh copy (queued on the tensor's stream); None and
+False never copy. The capsule keeps the memory alive until its consumer
 deletes it, or until the capsule itself goes if no one consumed it.)")
       .def("__dlpack_device__",
            [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); },
@@ -262,7 +268,9 @@ deletes it, or until the capsule itself goes if no one consumed it.)")
       R"(An uninitialised array.
 
 Without `like`: a jitbridge.Tensor on `device` (None: the current CUDA device; an ordinal or
-'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream).
+'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream). A stream
+object (CuPy or torch Stream, any __cuda_stream__ provider) is kept alive by the tensor; an int
+handle must outlive the tensor unless it is CuPy's current stream (whose Stream object is kept).
 With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
 framework allocates it (torch's caching allocator, on torch's current stream) and an object of
 that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
@@ -283,7 +291,8 @@ the allocation fails.)");
 If type(x) has the DLPack exchange API (torch.Tensor), x's framework allocates it and returns its
 own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
 on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
-current stream, else the legacy default stream). ValueError for host arrays of other frameworks.)");
+current stream, else the legacy default stream), which the tensor keeps alive (the stream= object,
+x's own, CuPy's current Stream). ValueError for host arrays of other frameworks.)");
 }
 
 }  // namespace jitbridge::python
