@@ -46,22 +46,26 @@ def stream(kind):
             "new": cp.cuda.Stream(non_blocking=True)}[kind]
 
 
+MANAGED = []
+
+
 def managed_pool():
-    cp.cuda.set_allocator(cp.cuda.MemoryPool(cp.cuda.malloc_managed).malloc)
+    MANAGED.append(cp.cuda.MemoryPool(cp.cuda.malloc_managed))
+    cp.cuda.set_allocator(MANAGED[0].malloc)
 
 
 x_host = rng.standard_normal(N, dtype=np.float32)
 xd = cp.asarray(x_host)                      # the launches' input, alive until the end (CuPy frees on its own stream)
 warm = cp.asarray(x_host); k(GRID, BLOCK, (warm, warm, 1.0, 0.0, N)); del warm
 before = settle()
-expect = None
+out = expect = None
 if case == "empty_like_in_with":             # empty_like(cupy_array) inside `with Stream`, stream dropped, then y
     x = cp.asarray(x_host)
     with cp.cuda.Stream(non_blocking=True):
         y = jb.empty_like(x)
         k(GRID, BLOCK, (x, y, 2.0, 1.0, N))
     out = cp.from_dlpack(y).get(); expect = 2 * x_host + 1
-    del x, y, out
+    del x, y
 elif case == "empty_stream_object":          # empty(..., stream=<CuPy Stream>), stream dropped, then the array
     s = cp.cuda.Stream(non_blocking=True)
     y = jb.zeros(N, "float32", stream=s)
@@ -126,8 +130,11 @@ del xd
 if expect is not None:
     np.testing.assert_allclose(out, expect, rtol=1e-6, atol=1e-6)
 del out
-after = settle()
 cp.cuda.set_allocator(cp.get_default_memory_pool().malloc)
+for pool in MANAGED:
+    gc.collect()
+    pool.free_all_blocks()
+after = settle()
 print("FREE", before, after)
 assert after >= before - (16 << 20), f"{(before - after) >> 20} MiB of device memory did not come back"
 print("OK")
