@@ -2,8 +2,8 @@
 
 `run_child(code)` runs `code` with the fake libcuda.so.1 first on LD_LIBRARY_PATH and the built jitbridge and
 jitbridge_testing importable; the test skips when the fake driver was not built. `PRELUDE` (prepended) gives the
-child `FAKE` (the fake driver through ctypes) and `FakeStream`, a stream object like a framework's: created by the
-fake driver, destroyed in __del__, exposing __cuda_stream__. Any driver call on a destroyed stream aborts the child.
+child `FAKE` (the fake driver through ctypes) and `FakeStream` (tests/fuzz/python/lifetime_machine.py), a stream
+object like a framework's: created by the fake driver, destroyed in __del__, exposing __cuda_stream__. Any driver call on a destroyed stream aborts the child.
 """
 import os
 import subprocess
@@ -15,29 +15,14 @@ import pytest
 import jitbridge
 from testing_hooks import hooks
 
-PRELUDE = r'''
-import ctypes, gc, sys, weakref
+MACHINE_DIR = Path(__file__).resolve().parents[1] / "fuzz" / "python"    # lifetime_machine.py
+PRELUDE = f"""
+import gc, sys, weakref
 import jitbridge as jb
-FAKE = ctypes.CDLL("libcuda.so.1")   # the fake driver jitbridge loaded
-FAKE.fake_cuda_stream_create.restype = ctypes.c_size_t
-FAKE.fake_cuda_stream_destroy.argtypes = [ctypes.c_size_t]
-FAKE.fake_cuda_live_streams.restype = ctypes.c_long
-FAKE.fake_cuda_live_allocations.restype = ctypes.c_long
-FAKE.fake_cuda_stale_stream_uses.restype = ctypes.c_long
-
-
-class FakeStream:
-    """A framework's stream: made by the driver, destroyed when the object goes (as CuPy's Stream does)."""
-
-    def __init__(self):
-        self.handle = FAKE.fake_cuda_stream_create()
-
-    def __cuda_stream__(self):
-        return (0, self.handle)
-
-    def __del__(self):
-        FAKE.fake_cuda_stream_destroy(self.handle)
-'''
+sys.path.insert(0, {str(MACHINE_DIR)!r})
+from lifetime_machine import FakeStream, fake_driver
+FAKE = fake_driver()
+"""
 
 
 def fake_driver_env(extra=None):

@@ -31,6 +31,31 @@ extern "C" __global__ void affine(const float* x, float* y, float a, float b, in
 }"""
 
 
+def fake_driver():
+    """The fake driver jitbridge loaded (libcuda.so.1 of tests/fuzz/fake_cuda), through ctypes, typed."""
+    import ctypes
+    fake = ctypes.CDLL("libcuda.so.1")
+    fake.fake_cuda_stream_create.restype = ctypes.c_size_t
+    fake.fake_cuda_stream_destroy.argtypes = [ctypes.c_size_t]
+    for name in ("fake_cuda_live_streams", "fake_cuda_live_allocations", "fake_cuda_stale_stream_uses"):
+        getattr(fake, name).restype = ctypes.c_long
+    return fake
+
+
+class FakeStream:
+    """A framework's stream on the fake driver: created with the object, destroyed when it goes (as CuPy's)."""
+
+    def __init__(self):
+        self.fake = fake_driver()
+        self.handle = self.fake.fake_cuda_stream_create()
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+    def __del__(self):
+        self.fake.fake_cuda_stream_destroy(self.handle)
+
+
 class Provider:
     """Any object with __cuda_stream__ (the protocol), wrapping another stream object it keeps."""
 
@@ -69,12 +94,7 @@ class Machine:
             except ImportError:
                 self.torch = None
         else:
-            import ctypes
-            self.fake = ctypes.CDLL("libcuda.so.1")
-            self.fake.fake_cuda_stream_create.restype = ctypes.c_size_t
-            self.fake.fake_cuda_stream_destroy.argtypes = [ctypes.c_size_t]
-            self.fake.fake_cuda_live_streams.restype = ctypes.c_long
-            self.fake.fake_cuda_live_allocations.restype = ctypes.c_long
+            self.fake = fake_driver()
         for _ in range(2):
             self.pinned.append(self.make_stream())
 
@@ -82,18 +102,6 @@ class Machine:
     def make_stream(self):
         self.stats["streams"] += 1
         if not self.gpu:
-            fake = self.fake
-
-            class FakeStream:
-                def __init__(self):
-                    self.handle = fake.fake_cuda_stream_create()
-
-                def __cuda_stream__(self):
-                    return (0, self.handle)
-
-                def __del__(self):
-                    fake.fake_cuda_stream_destroy(self.handle)
-
             s = FakeStream()
             return Provider(s, s.handle) if self.rng.random() < 0.3 else s
         r = self.rng.random()
