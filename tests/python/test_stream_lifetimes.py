@@ -170,3 +170,53 @@ gc.collect()
 print(w() is None, FAKE.fake_cuda_live_allocations())
 ''')
     assert out.split() == ["True", "0"]
+
+
+FAKE_CUPY = r'''
+import types
+
+
+class CupyStream:   # what jitbridge reads of cupy.cuda.Stream: .ptr; destroyed with the object
+    def __init__(self, null=False):
+        self.inner = None if null else FakeStream()
+        self.ptr = 0 if null else self.inner.handle
+
+
+current = [CupyStream(null=True)]
+cupy = types.ModuleType("cupy")
+cupy.cuda = types.SimpleNamespace(get_current_stream=lambda device_id=-1: current[0])
+sys.modules["cupy"] = cupy   # as if imported: jitbridge looks up cupy.cuda.get_current_stream (never imports it)
+'''
+
+
+def test_an_int_that_is_cupys_current_stream_keeps_that_stream_object():
+    # empty(stream=<int>) and a DLPack consumer's __dlpack__(stream=<int>) (cupy.from_dlpack passes its current
+    # stream's int): the int is CuPy's current stream, whose object jitbridge keeps; another int is not kept.
+    out = check(FAKE_CUPY + '''
+s = CupyStream(); w = weakref.ref(s)
+current[0] = s                               # `with s:`
+t = jb.empty(16, "float32", stream=s.ptr)
+current[0] = CupyStream(null=True)           # the `with` ends
+del s; gc.collect()
+print(w() is not None)
+del t; gc.collect()
+print(w() is None)
+
+t = jb.empty(16, "float32")
+s = CupyStream(); w = weakref.ref(s)
+current[0] = s
+cap = t.__dlpack__(stream=s.ptr)             # a consumer on CuPy's current stream: t is handed to it
+current[0] = CupyStream(null=True)
+del s; gc.collect()
+print(w() is not None)
+del t, cap; gc.collect()
+print(w() is None)
+
+other = CupyStream(); w = weakref.ref(other)
+t = jb.empty(16, "float32", stream=other.ptr)    # not CuPy's current stream: unowned, not kept
+print(w() is not None and sys.getrefcount(other) == 2)
+del t; gc.collect()
+del other
+print(FAKE.fake_cuda_live_allocations())
+''')
+    assert out.split() == ["True", "True", "True", "True", "True", "0"]
