@@ -220,3 +220,31 @@ del other
 print(FAKE.fake_cuda_live_allocations())
 ''')
     assert out.split() == ["True", "True", "True", "True", "True", "0"]
+
+
+def test_a_nested_call_while_arguments_convert_does_not_lose_the_stream_owner():
+    # The first argument's __cuda_array_interface__ makes a jitbridge call of its own (a new consumer stream);
+    # the Tensor after it is still handed to the launch's stream= object, which it keeps.
+    out = check('''
+k2 = jb.RawKernel(r"""
+extern "C" __global__ void copy(const float* x, float* y, int n) {}""", "copy", arch="sm_90")
+other = jb.empty(16, "float32")
+
+
+class Nested:
+    @property
+    def __cuda_array_interface__(self):
+        jb.as_array(other, stream=2)          # a nested consumer_stream() call
+        return {"shape": (16,), "typestr": "<f4", "data": (0x7F0000400000, True), "version": 3, "stream": None}
+
+
+t = jb.empty(16, "float32")
+s = FakeStream(); w = weakref.ref(s)
+k2(1, 16, (Nested(), t, 16), stream=s)
+assert t.stream == s.handle
+del s; gc.collect()
+print(w() is not None)
+del t, other; gc.collect()
+print(w() is None, FAKE.fake_cuda_live_allocations())
+''')
+    assert out.split() == ["True", "True", "0"]

@@ -67,10 +67,12 @@ ArrayViewObject as_array(py::handle obj, py::handle stream) {
   ArrayViewObject out;
   PyObject* o = obj.ptr();
   const CUstream consumer = consumer_stream(stream, &o, 1, "stream");
+  const ConsumerSource source = consumer_source();
   if (!view_array(o, consumer, out.view, "as_array(obj)"))
     throw py::type_error(fmt::format(
         "as_array(obj): a {} is not an array (no __dlpack_c_exchange_api__, __dlpack__ or __cuda_array_interface__)",
         type_name(obj)));
+  renote_consumer_source(source);  // a producer's __dlpack__ may have made a nested call
   out.stream = consumer_stream_ref(consumer, is_cuda(out.view.device) ? out.view.device.device_id : -1);
   out.keepalive = py::reinterpret_borrow<py::object>(obj);
   return out;

@@ -12,14 +12,9 @@ bool immortal(CUstream h) { return h == CU_STREAM_LEGACY || h == CU_STREAM_PER_T
 
 // Where the consumer stream of the last consumer_stream() call on this thread came from. The
 // pointers are borrowed from that call's arguments; they are read only while call_generation()
-// is still that call's (a nested call bumps it, so an outer call then falls back to the lookup).
-struct ConsumerSource {
-  std::uint64_t generation = 0;
-  CUstream handle = nullptr;
-  PyObject* explicit_obj = nullptr;
-  PyObject* array = nullptr;
-};
-thread_local ConsumerSource consumer_source;
+// is still that call's (a nested call bumps it: the outer call renotes it, else falls back to the
+// lookup).
+thread_local ConsumerSource noted_source;
 
 // CuPy's current stream object on `device` when its .ptr is `handle`.
 py::object cupy_owner(CUstream handle, int device) {
@@ -56,14 +51,21 @@ std::optional<StreamRef> parse_stream_ref(py::handle stream, int device, const c
 }
 
 void note_consumer_source(CUstream handle, PyObject* explicit_obj, PyObject* array) noexcept {
-  consumer_source = {call_generation(), normalize_stream(handle),
-                     explicit_obj && !PyLong_Check(explicit_obj) ? explicit_obj : nullptr, array};
+  noted_source = {call_generation(), normalize_stream(handle),
+                  explicit_obj && !PyLong_Check(explicit_obj) ? explicit_obj : nullptr, array};
+}
+
+ConsumerSource consumer_source() noexcept { return noted_source; }
+
+void renote_consumer_source(const ConsumerSource& source) noexcept {
+  noted_source = source;
+  noted_source.generation = call_generation();
 }
 
 StreamRef consumer_stream_ref(CUstream handle, int device) {
   handle = normalize_stream(handle);
   if (immortal(handle)) return StreamRef(handle);
-  const ConsumerSource& src = consumer_source;
+  const ConsumerSource& src = noted_source;
   if (src.generation == call_generation() && src.handle == handle) {
     if (src.explicit_obj) return StreamRef(handle, python_keepalive(src.explicit_obj));
     if (src.array) {

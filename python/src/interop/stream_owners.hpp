@@ -29,6 +29,19 @@ StreamRef owned_stream(CUstream handle, int device);
 // call: the caller's argument or one of its arrays; null: not from an object).
 void note_consumer_source(CUstream handle, PyObject* explicit_obj, PyObject* array) noexcept;
 
+// The note of this thread's last consumer_stream() call, to be put back (renote) after Python code
+// that may have made a nested jitbridge call (a producer's __dlpack__, __index__, a finalizer): the
+// nested call's consumer_stream() replaced it. Only the call that took the note may renote it (its
+// pointers are borrowed from that call's arguments).
+struct ConsumerSource {
+  std::uint64_t generation = 0;
+  CUstream handle = nullptr;
+  PyObject* explicit_obj = nullptr;
+  PyObject* array = nullptr;
+};
+ConsumerSource consumer_source() noexcept;
+void renote_consumer_source(const ConsumerSource& source) noexcept;
+
 // The consumer stream `handle` of the current consumer_stream() call, with its owner: the source
 // consumer_stream() noted when it is still this call's (same call generation and handle), else
 // owned_stream(handle, device). Used only when a handle will be stored (a hand-off), never on the

@@ -183,6 +183,7 @@ py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj)
   PyObject* o = x.ptr();
   // consumer_stream() notes where the stream came from (the stream= object, x), for the owner below.
   const CUstream consumer = consumer_stream(stream_obj, &o, 1, stream_obj.is_none() ? "stream" : "empty_like(stream)");
+  const ConsumerSource source = consumer_source();
   std::optional<CUstream> explicit_stream;
   if (!stream_obj.is_none()) explicit_stream.emplace(consumer);
   ArrayView v;
@@ -196,6 +197,7 @@ py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj)
     throw py::value_error(fmt::format("{}: x is in {} memory; jitbridge allocates CUDA memory only (frameworks with "
                                       "the DLPack exchange API allocate their own)",
                                       arg, device_name(v.device)));
+  renote_consumer_source(source);  // the producer and the dtype may have run Python code (a nested call)
   return new_tensor(v.shape, dtype, v.device.device_id, consumer_stream_ref(consumer, v.device.device_id), false,
                     "empty_like");
 }
