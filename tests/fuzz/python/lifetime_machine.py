@@ -147,9 +147,12 @@ class Machine:
             kind = "jb"
             s = self.pick_stream()
             cupy_with = self.gpu and isinstance(s, self.cp.cuda.Stream) and self.rng.random() < 0.5
+            tensors = [e.obj for e in self.arrays if e.kind == "jb"]
             if cupy_with:          # CuPy's current stream: jitbridge finds (and keeps) the Stream object itself
                 with s:
                     obj = jb.empty_like(self.cp.empty(N, dtype=self.cp.float32))
+            elif tensors and self.rng.random() < 0.25:   # another Tensor's stream, or stream=, with its owner
+                obj = jb.empty_like(self.rng.choice(tensors), stream=s if self.rng.random() < 0.5 else None)
             else:
                 obj = (jb.zeros if self.rng.random() < 0.5 else jb.empty)(N, "float32", stream=s)
             if self.gpu:           # fill with ref: a launch from a CuPy copy of it
