@@ -8,7 +8,7 @@
 
 namespace jitbridge {
 
-DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device, CUstream stream) {
+DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device, StreamRef stream) {
   if (itemsize(dtype) == 0)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("dtype {} has no whole-byte item size", dtype_name(dtype)));
@@ -18,7 +18,7 @@ DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device
   t.view_.dtype = dtype;
   t.view_.shape = shape;
   t.view_.strides = contiguous_strides(shape);
-  t.buffer_ = DeviceBuffer::allocate(device, static_cast<std::size_t>(t.view_.nbytes()), stream);
+  t.buffer_ = DeviceBuffer::allocate(device, static_cast<std::size_t>(t.view_.nbytes()), std::move(stream));
   t.view_.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.buffer_->ptr()));
   t.view_.owner = t.buffer_;
   validate_view(t.view_, "");  // the driver's address and the size do not wrap
@@ -33,8 +33,9 @@ void DeviceTensor::fill_zero() {
 }
 
 DeviceTensor DeviceTensor::copy() const {
-  const CUstream s = stream();
-  DeviceTensor out = empty(view_.shape, view_.dtype, device(), s);
+  StreamRef ref = buffer_->stream_ref();
+  const CUstream s = ref.handle;
+  DeviceTensor out = empty(view_.shape, view_.dtype, device(), std::move(ref));
   if (nbytes() == 0) return out;
   const DriverApi& api = driver();
   ContextGuard guard(Device::get(device()));

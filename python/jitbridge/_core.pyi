@@ -363,6 +363,10 @@ class Tensor:
     when the last owner lets go (this object, DLPack capsules handed out, views): work already queued
     that uses it stays valid. `stream` is the stream the contents are ordered on: the allocation
     stream, then the last stream it was handed to (a launch, or __dlpack__(stream=...)).
+    It keeps alive every stream it stores (the allocation stream, the streams it was handed to)
+    until its memory is freed: the stream object given as stream=, the one the stream came from, or
+    CuPy's current Stream object; a raw int handle that is none of those must outlive the tensor
+    (as with torch.Tensor.record_stream).
     Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
     cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
     without a copy. Made by empty(), zeros() and empty_like() only.
@@ -374,9 +378,11 @@ class Tensor:
         stream: the consumer's stream (None: the legacy default stream; 1 legacy, 2 per-thread, else a
         handle; -1: no synchronisation). Unless -1, that stream waits for the tensor's stream (an event,
         no host sync), becomes the tensor's stream, and the tensor's memory is freed only after the work
-        queued on it. max_version >= (1, 0) gives a versioned capsule, else a legacy one. dl_device must
-        be this tensor's device (BufferError otherwise). copy=True exports a fresh copy (queued on the
-        tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
+        queued on it. The tensor keeps that stream alive when it is CuPy's current Stream (torch's and the
+        default streams need nothing); any other handle must outlive the tensor. max_version >= (1, 0)
+        gives a versioned capsule, else a legacy one. dl_device must be this tensor's device
+        (BufferError otherwise). copy=True exports a fresh copy (queued on the tensor's stream); None and
+        False never copy. The capsule keeps the memory alive until its consumer
         deletes it, or until the capsule itself goes if no one consumed it.
         """
     def __dlpack_device__(self: jitbridge.Tensor) -> tuple[int, int]:
@@ -656,7 +662,9 @@ def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
     (v0 to v3), and jitbridge's own ArrayView and Tensor. Host (CPU) arrays work too; launches refuse
     them. The consumer stream: `stream` (an int handle, or an object with __cuda_stream__, .cuda_stream or
     .ptr) if given, else the current stream of obj's framework (torch, CuPy), else the legacy default
-    stream; the producer's work is ordered before it (events, never a host sync).
+    stream; the producer's work is ordered before it (events, never a host sync). The view keeps that
+    stream alive (later uses on other streams wait for it): a stream object itself, CuPy's current
+    Stream; an int handle that is neither must outlive the view.
     Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
     or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.
     """
@@ -725,7 +733,9 @@ def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     An uninitialised array.
     
     Without `like`: a jitbridge.Tensor on `device` (None: the current CUDA device; an ordinal or
-    'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream).
+    'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream). A stream
+    object (CuPy or torch Stream, any __cuda_stream__ provider) is kept alive by the tensor; an int
+    handle must outlive the tensor unless it is CuPy's current stream (whose Stream object is kept).
     With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
     framework allocates it (torch's caching allocator, on torch's current stream) and an object of
     that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
@@ -740,7 +750,8 @@ def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = Non
     If type(x) has the DLPack exchange API (torch.Tensor), x's framework allocates it and returns its
     own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
     on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
-    current stream, else the legacy default stream). ValueError for host arrays of other frameworks.
+    current stream, else the legacy default stream), which the tensor keeps alive (the stream= object,
+    x's own, CuPy's current Stream). ValueError for host arrays of other frameworks.
     """
 def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strides: typing.Any = None, owner: typing.Any = None, readonly: bool = False, stream: typing.Any = None) -> jitbridge.ArrayView:
     """
@@ -749,7 +760,8 @@ def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typi
     shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
     (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
     C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
-    ready on (None: the legacy default stream). jitbridge does not free the memory: keep it valid
+    ready on (None: the legacy default stream; a stream object is kept alive by the view, an int handle
+    must outlive it unless it is CuPy's current stream). jitbridge does not free the memory: keep it valid
     while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
     device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
     device or strides (each naming the argument).

@@ -337,6 +337,29 @@ PYBIND11_MODULE(jitbridge_testing, m) {
         "used, used_legacy, foreign, unnamed (a capsule without a name). shape_null: a NULL shape pointer; lanes: "
         "the dtype's lanes, overridden. Its deleter adds one to deleter_count().");
   m.def("deleter_count", [] { return g_deletes.load(); }, "How many synthetic DLPack tensors have been deleted.");
+  m.def(
+      "delete_capsule_without_gil",
+      [](py::capsule cap) {
+        // Consumes the capsule as a framework would (renamed used_...), then runs the tensor's deleter with the
+        // GIL released, as a framework's own thread would.
+        const bool versioned = PyCapsule_IsValid(cap.ptr(), "dltensor_versioned") != 0;
+        const char* name = versioned ? "dltensor_versioned" : "dltensor";
+        void* tensor = PyCapsule_GetPointer(cap.ptr(), name);
+        if (!tensor) throw py::error_already_set();
+        if (PyCapsule_SetName(cap.ptr(), versioned ? "used_dltensor_versioned" : "used_dltensor") != 0)
+          throw py::error_already_set();
+        py::gil_scoped_release release;
+        if (versioned) {
+          auto* t = static_cast<DLManagedTensorVersioned*>(tensor);
+          if (t->deleter) t->deleter(t);
+        } else {
+          auto* t = static_cast<DLManagedTensor*>(tensor);
+          if (t->deleter) t->deleter(t);
+        }
+      },
+      py::arg("capsule"),
+      "Consumes an unused DLPack capsule and runs its deleter on this thread with the GIL released (a framework "
+      "freeing from its own thread).");
   m.def("exchange_api", &testing_exchange_api, py::arg("dltensor") = true, py::arg("major") = 1,
         py::arg("stream") = 0, py::arg("factory") = py::none(), py::arg("fixed") = false,
         "A 'dlpack_exchange_api' capsule over a synthetic framework (see jitbridge_testing.cpp).");

@@ -92,7 +92,7 @@ TEST_CASE("export_versioned / export_legacy own a copy of the view and its owner
 }
 
 TEST_CASE("DeviceTensor: empty arrays need no driver; bad shapes and dtypes are refused") {
-  DeviceTensor t = DeviceTensor::empty(dims({0, 5}), *dtype_from_name("float16"), 0, nullptr);
+  DeviceTensor t = DeviceTensor::empty(dims({0, 5}), *dtype_from_name("float16"), 0, StreamRef());
   CHECK(t.nbytes() == 0);
   CHECK(t.view().ptr() == nullptr);
   CHECK(t.view().strides.to_vector() == std::vector<std::int64_t>{5, 1});
@@ -101,32 +101,32 @@ TEST_CASE("DeviceTensor: empty arrays need no driver; bad shapes and dtypes are 
   CHECK(t.view().owner == t.buffer());
   CHECK_NOTHROW(t.fill_zero());
   CHECK(t.copy().nbytes() == 0);
-  CHECK_NOTHROW(t.buffer()->hand_to(reinterpret_cast<CUstream>(0x1234)));  // nothing to order
+  CHECK_NOTHROW(t.buffer()->hand_to(StreamRef(reinterpret_cast<CUstream>(0x1234))));  // nothing to order
   CHECK(t.stream() == CU_STREAM_LEGACY);
 
-  CHECK_THROWS_WITH(DeviceTensor::empty(dims({2, -1}), *dtype_from_name("float32"), 0, nullptr),
+  CHECK_THROWS_WITH(DeviceTensor::empty(dims({2, -1}), *dtype_from_name("float32"), 0, StreamRef()),
                     Catch::Contains("shape[1] is negative"));
-  CHECK_THROWS_AS(DeviceTensor::empty(dims({1ll << 62, 8}), *dtype_from_name("float32"), 0, nullptr), InteropError);
-  CHECK_THROWS_WITH(DeviceTensor::empty(dims({4}), DLDataType{kDLInt, 4, 1}, 0, nullptr),
+  CHECK_THROWS_AS(DeviceTensor::empty(dims({1ll << 62, 8}), *dtype_from_name("float32"), 0, StreamRef()), InteropError);
+  CHECK_THROWS_WITH(DeviceTensor::empty(dims({4}), DLDataType{kDLInt, 4, 1}, 0, StreamRef()),
                     Catch::Contains("no whole-byte item size"));
   // Sizes are checked before anything is computed from them: the C-contiguous strides of an empty
   // shape whose other extents are huge used to overflow (the byte count, 0, did not).
   try {
-    DeviceTensor::empty(dims({0, 1ll << 40, 1ll << 40}), *dtype_from_name("int8"), 0, nullptr);
+    DeviceTensor::empty(dims({0, 1ll << 40, 1ll << 40}), *dtype_from_name("int8"), 0, StreamRef());
     FAIL("accepted");
   } catch (const InteropError& e) {
     CHECK(e.kind() == InteropError::Kind::overflow);
     CHECK_THAT(e.what(), Catch::StartsWith("the array's size in bytes overflows"));
   }
-  CHECK_THROWS_AS(DeviceTensor::empty(dims({1ll << 61}), *dtype_from_name("float32"), 0, nullptr), InteropError);
+  CHECK_THROWS_AS(DeviceTensor::empty(dims({1ll << 61}), *dtype_from_name("float32"), 0, StreamRef()), InteropError);
   std::vector<std::int64_t> many(kMaxNdim + 1, 1);
-  CHECK_THROWS_WITH(DeviceTensor::empty(Dims(many.data(), many.size()), *dtype_from_name("float32"), 0, nullptr),
+  CHECK_THROWS_WITH(DeviceTensor::empty(Dims(many.data(), many.size()), *dtype_from_name("float32"), 0, StreamRef()),
                     Catch::Contains("at most 64 dimensions"));
-  DeviceTensor wide = DeviceTensor::empty(dims({0, 1ll << 30, 1ll << 30}), *dtype_from_name("int8"), 0, nullptr);
+  DeviceTensor wide = DeviceTensor::empty(dims({0, 1ll << 30, 1ll << 30}), *dtype_from_name("int8"), 0, StreamRef());
   CHECK(wide.nbytes() == 0);
   CHECK(wide.view().strides.to_vector() == std::vector<std::int64_t>{1ll << 60, 1ll << 30, 1});
   if (!try_driver()) {
-    CHECK_THROWS_AS(DeviceTensor::empty(dims({4}), *dtype_from_name("float32"), 0, nullptr), NoDriverError);
+    CHECK_THROWS_AS(DeviceTensor::empty(dims({4}), *dtype_from_name("float32"), 0, StreamRef()), NoDriverError);
     CHECK(current_device() == 0);
   }
 }
@@ -146,14 +146,14 @@ TEST_CASE("DeviceTensor on a GPU: stream-ordered allocation, zero fill, copy, ha
   std::uniform_real_distribution<float> dist(-1, 1);
   for (float& x : host) x = dist(rng);
   {
-    DeviceTensor t = DeviceTensor::empty(dims({static_cast<std::int64_t>(n)}), *dtype_from_name("float32"), 0, a);
+    DeviceTensor t = DeviceTensor::empty(dims({static_cast<std::int64_t>(n)}), *dtype_from_name("float32"), 0, StreamRef(a));
     REQUIRE(t.buffer()->ptr() != 0);
     CHECK(t.stream() == a);
     CHECK(t.buffer()->allocation_stream() == a);
     REQUIRE(api->cuMemcpyHtoDAsync(t.buffer()->ptr(), host.data(), n * 4, a) == CUDA_SUCCESS);
     DeviceTensor c = t.copy();  // queued on a
     // Hand the copy to b: b waits for a (event), and c's free will wait for b.
-    c.buffer()->hand_to(b);
+    c.buffer()->hand_to(StreamRef(b));
     CHECK(c.stream() == b);
     REQUIRE(api->cuMemcpyDtoHAsync(back.data(), c.buffer()->ptr(), n * 4, b) == CUDA_SUCCESS);
     REQUIRE(api->cuStreamSynchronize(b) == CUDA_SUCCESS);
@@ -169,11 +169,11 @@ TEST_CASE("DeviceTensor on a GPU: stream-ordered allocation, zero fill, copy, ha
   {
     std::vector<float> out(n, 0.0f);
     auto t = std::make_unique<DeviceTensor>(
-        DeviceTensor::empty(dims({static_cast<std::int64_t>(n)}), *dtype_from_name("float32"), 0, a));
+        DeviceTensor::empty(dims({static_cast<std::int64_t>(n)}), *dtype_from_name("float32"), 0, StreamRef(a)));
     REQUIRE(api->cuMemcpyHtoDAsync(t->buffer()->ptr(), host.data(), n * 4, a) == CUDA_SUCCESS);
     REQUIRE(api->cuMemcpyDtoHAsync(out.data(), t->buffer()->ptr(), n * 4, a) == CUDA_SUCCESS);
     t.reset();
-    DeviceTensor again = DeviceTensor::empty(dims({static_cast<std::int64_t>(n)}), *dtype_from_name("float32"), 0, a);
+    DeviceTensor again = DeviceTensor::empty(dims({static_cast<std::int64_t>(n)}), *dtype_from_name("float32"), 0, StreamRef(a));
     REQUIRE(api->cuMemsetD8Async(again.buffer()->ptr(), 0xFF, n * 4, a) == CUDA_SUCCESS);
     REQUIRE(api->cuStreamSynchronize(a) == CUDA_SUCCESS);
     CHECK(std::memcmp(out.data(), host.data(), n * 4) == 0);

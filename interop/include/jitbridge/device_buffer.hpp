@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "jitbridge/streams.hpp"
+
 namespace jitbridge {
 
 class DeviceBuffer {
@@ -16,14 +18,20 @@ class DeviceBuffer {
   // `bytes` of memory on `device`, allocated in stream order on `stream` (cuMemAllocAsync from the
   // device's current memory pool, with its primary context current): the memory may be used by work
   // queued on `stream` from now on; other streams must first wait for `stream` (hand_to does that).
-  // bytes == 0 allocates nothing (ptr() == 0) and calls no driver function.
+  // bytes == 0 allocates nothing (ptr() == 0) and calls no driver function; the buffer then stores
+  // no stream at all (nothing will ever be queued for it). Otherwise it keeps `stream` (and so its
+  // keepalive) until it is destroyed.
   // Throws NoDriverError, DriverError (CUDA_ERROR_OUT_OF_MEMORY among others), std::out_of_range.
-  static std::shared_ptr<DeviceBuffer> allocate(int device, std::size_t bytes, CUstream stream);
+  static std::shared_ptr<DeviceBuffer> allocate(int device, std::size_t bytes, StreamRef stream);
 
   // Frees in stream order: each stream the buffer was handed to gets an event that the allocation
   // stream waits for, then cuMemFreeAsync runs on the allocation stream, inside a ContextGuard. Work
-  // already queued on any of those streams keeps valid memory; nothing waits on the host.
-  // Never throws: driver errors are ignored (at interpreter exit the driver may already be gone).
+  // already queued on any of those streams keeps valid memory; nothing waits on the host. Every
+  // driver result is checked: a stream that cannot be waited for makes the free wait for the whole
+  // context on the host first (cuCtxSynchronize); a failed cuMemFreeAsync is retried on the legacy
+  // stream after cuCtxSynchronize. The streams' keepalives are released only after these driver
+  // calls (they are members, destroyed after this body). Never throws (at interpreter exit the
+  // driver may already be gone; the context then takes the memory with it).
   ~DeviceBuffer();
 
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -32,30 +40,38 @@ class DeviceBuffer {
   CUdeviceptr ptr() const noexcept { return ptr_; }
   std::size_t bytes() const noexcept { return bytes_; }
   int device() const noexcept { return device_; }
-  CUstream allocation_stream() const noexcept { return allocation_stream_; }
+  CUstream allocation_stream() const noexcept { return allocation_stream_.handle; }
 
   // The stream the contents are ordered on: the allocation stream, later the stream it was last
   // handed to. Thread-safe.
   CUstream stream() const;
+  // The same with its keepalive, for a new object ordered on that stream (a copy). Thread-safe.
+  StreamRef stream_ref() const;
 
   // Hands the buffer to `consumer` for work about to be queued there: `consumer` waits for stream()
   // (an event; no host sync), becomes stream(), and the free will wait for what gets queued on it.
-  // Nothing happens when same_stream(consumer, stream()) or the buffer is empty. `consumer` must
-  // outlive the buffer, as with torch's Tensor.record_stream (torch's and the default streams do).
-  // Thread-safe. Throws NoDriverError, DriverError.
-  void hand_to(CUstream consumer);
+  // Nothing happens when same_stream(consumer, stream()) or the buffer is empty. The buffer keeps
+  // `consumer` (its keepalive) until it is destroyed; an unowned consumer (empty keepalive, not an
+  // immortal stream) must outlive the buffer, as with torch's Tensor.record_stream. A handle already
+  // recorded without a keepalive takes the keepalive given now. Thread-safe.
+  // Throws NoDriverError, DriverError.
+  void hand_to(const StreamRef& consumer);
+
+  // Whether hand_to(s) would do nothing (same_stream(s, stream()) or an empty buffer): callers that
+  // must find out what keeps `s` alive ask this first, so the same-stream path stays cheap.
+  bool needs_no_hand_off(CUstream s) const;
 
  private:
-  DeviceBuffer(int device, std::size_t bytes, CUstream stream) noexcept
-      : device_(device), bytes_(bytes), allocation_stream_(stream), stream_(stream) {}
+  DeviceBuffer(int device, std::size_t bytes, StreamRef stream) noexcept
+      : device_(device), bytes_(bytes), allocation_stream_(stream), stream_(std::move(stream)) {}
 
   int device_;
   std::size_t bytes_;
   CUdeviceptr ptr_ = 0;
-  CUstream allocation_stream_;
+  StreamRef allocation_stream_;     // the free is queued here (needed until the destructor's end)
   mutable std::mutex mutex_;
-  CUstream stream_;                 // guarded by mutex_
-  std::vector<CUstream> users_;     // streams other than the allocation stream it was handed to
+  StreamRef stream_;                // guarded by mutex_
+  std::vector<StreamRef> users_;    // guarded by mutex_: streams other than the allocation stream it was handed to
 };
 
 }  // namespace jitbridge

@@ -12,11 +12,11 @@ namespace jitbridge {
 class DeviceTensor {
  public:
   // An uninitialised C-contiguous array of `shape` and `dtype` on `device`, allocated in stream order
-  // on `stream`. The shape is checked as validate_shape does (no overflow anywhere after it). Throws
+  // on `stream`, which the buffer keeps (with its keepalive) until it is freed. The shape is checked as validate_shape does (no overflow anywhere after it). Throws
   // InteropError(value) for a negative extent, more than kMaxNdim dimensions or a dtype without a
   // whole-byte item size, InteropError(overflow) when the array is too big for int64 bytes, and what
   // DeviceBuffer::allocate throws. An empty array allocates nothing and needs no driver.
-  static DeviceTensor empty(const Dims& shape, DLDataType dtype, int device, CUstream stream);
+  static DeviceTensor empty(const Dims& shape, DLDataType dtype, int device, StreamRef stream);
 
   // The view of the whole tensor; view().owner shares the buffer.
   const ArrayView& view() const noexcept { return view_; }

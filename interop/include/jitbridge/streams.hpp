@@ -5,6 +5,8 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 
 namespace jitbridge {
 
@@ -26,6 +28,24 @@ inline CUstream stream_from_int(std::uintptr_t value) noexcept {
 inline std::uintptr_t stream_to_int(CUstream s) noexcept {
   return reinterpret_cast<std::uintptr_t>(normalize_stream(s));
 }
+
+// A stream handle that is stored beyond the call that received it, with what keeps the stream alive.
+// `keepalive` is type-erased (the core never sees Python): the bindings put a reference to the
+// framework's stream object there (python/src/interop/stream_owners.cpp), whose deleter may run on
+// any thread. Immortal streams need none: the legacy and per-thread default streams, streams
+// jitbridge owns, and torch's pooled streams (never destroyed). An empty keepalive on any other
+// handle is an *unowned* stream (a raw int from the user): the user promises it outlives every
+// object that stores it (docs/DESIGN.md, "Ownership and streams"). Copies share the keepalive.
+// The rule for every stored stream in jitbridge: store a StreamRef, or use the handle only during
+// the call that received it.
+struct StreamRef {
+  StreamRef() = default;
+  explicit StreamRef(CUstream h, std::shared_ptr<const void> keep = {}) noexcept
+      : handle(normalize_stream(h)), keepalive(std::move(keep)) {}
+
+  CUstream handle = CU_STREAM_LEGACY;    // normalized
+  std::shared_ptr<const void> keepalive;  // empty: immortal or unowned
+};
 
 // Makes `consumer` wait for all work queued on `producer` so far: an event (CU_EVENT_DISABLE_TIMING)
 // is recorded on `producer` and waited on by `consumer`, then destroyed (the driver keeps it until

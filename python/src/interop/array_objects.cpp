@@ -4,7 +4,9 @@
 
 #include "interop/array_support.hpp"
 #include "bindings.hpp"
+#include "common/py_keepalive.hpp"
 #include "interop/interop_objects.hpp"
+#include "interop/stream_owners.hpp"
 #include "jitbridge/device.hpp"
 
 namespace jitbridge::python {
@@ -20,19 +22,6 @@ std::string view_repr(const ArrayViewObject& v) {
                      v.view.readonly ? ", readonly=True" : "");
 }
 
-// An owner that holds a Python reference; dropping it takes the GIL (DLPack deleters may run
-// on any thread) and does nothing once the interpreter is gone.
-std::shared_ptr<void> python_owner(py::handle obj) {
-  PyObject* o = obj.ptr();
-  Py_INCREF(o);
-  return std::shared_ptr<void>(o, [](void* p) {
-    if (!Py_IsInitialized()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(p));
-    PyGILState_Release(g);
-  });
-}
-
 py::object view_dlpack_export(py::object self, py::handle stream, py::handle max_version, py::handle dl_device,
                               py::handle copy) {
   const ArrayViewObject* view = array_view_object(self.ptr());  // ArrayView.__dlpack__(x) may be given anything
@@ -42,10 +31,10 @@ py::object view_dlpack_export(py::object self, py::handle stream, py::handle max
   const ArrayViewObject& v = *view;
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, v.view.device, "ArrayView.__dlpack__");
   if (r.copy) throw py::buffer_error("ArrayView.__dlpack__: a view cannot copy (copy=True); export it with copy=None");
-  if (r.consumer && is_cuda(v.view.device) && *r.consumer != v.stream)
-    stream_wait(v.view.device.device_id, *r.consumer, v.stream);
+  if (r.consumer && is_cuda(v.view.device) && *r.consumer != v.stream.handle)
+    stream_wait(v.view.device.device_id, *r.consumer, v.stream.handle);  // the consumer's stream: not stored
   ArrayView exported = v.view;
-  exported.owner = python_owner(self);  // the view object, which holds the producer
+  exported.owner = python_keepalive(self.ptr());  // the view object, which holds the producer and its stream
   return dlpack_capsule(exported, r.versioned, v.view.readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : std::uint64_t{0});
 }
 
@@ -69,7 +58,7 @@ py::dict view_cai_export(const ArrayViewObject& v) {
     }
     d["strides"] = strides;
   }
-  d["stream"] = stream_value(v.stream);
+  d["stream"] = stream_value(v.stream.handle);
   d["version"] = 3;
   return d;
 }
@@ -77,11 +66,14 @@ py::dict view_cai_export(const ArrayViewObject& v) {
 ArrayViewObject as_array(py::handle obj, py::handle stream) {
   ArrayViewObject out;
   PyObject* o = obj.ptr();
-  out.stream = consumer_stream(stream, &o, 1, "stream");
-  if (!view_array(o, out.stream, out.view, "as_array(obj)"))
+  const CUstream consumer = consumer_stream(stream, &o, 1, "stream");
+  const ConsumerSource source = consumer_source();
+  if (!view_array(o, consumer, out.view, "as_array(obj)"))
     throw py::type_error(fmt::format(
         "as_array(obj): a {} is not an array (no __dlpack_c_exchange_api__, __dlpack__ or __cuda_array_interface__)",
         type_name(obj)));
+  renote_consumer_source(source);  // a producer's __dlpack__ may have made a nested call
+  out.stream = consumer_stream_ref(consumer, is_cuda(out.view.device) ? out.view.device.device_id : -1);
   out.keepalive = py::reinterpret_borrow<py::object>(obj);
   return out;
 }
@@ -115,8 +107,9 @@ ArrayViewObject from_ptr(py::handle ptr_obj, py::handle shape_obj, py::handle dt
   } catch (const InteropError& e) {
     raise_interop(e);
   }
-  std::optional<CUstream> s = parse_stream(stream, "from_ptr(stream)");
-  out.stream = s ? *s : CU_STREAM_LEGACY;
+  std::optional<StreamRef> s = parse_stream_ref(stream, is_cuda(out.view.device) ? out.view.device.device_id : -1,
+                                               "from_ptr(stream)");
+  out.stream = s ? std::move(*s) : StreamRef();
   out.keepalive = py::reinterpret_borrow<py::object>(owner);
   return out;
 }
@@ -146,7 +139,7 @@ frees the memory it views. Made by as_array() and from_ptr() only.)"));
       .def_property_readonly("readonly", [](const ArrayViewObject& v) { return v.view.readonly; },
                              "Whether the producer marked it read-only (launches then take it only into const "
                              "pointees).")
-      .def_property_readonly("stream", [](const ArrayViewObject& v) { return stream_value(v.stream); },
+      .def_property_readonly("stream", [](const ArrayViewObject& v) { return stream_value(v.stream.handle); },
                              "The consumer stream the view was made for, as the array API writes it (1: the legacy "
                              "default stream, 2: the per-thread one, else the handle).")
       .def_property_readonly("ndim", [](const ArrayViewObject& v) { return v.view.ndim(); }, "len(shape).")
@@ -182,7 +175,9 @@ consumer stream and max_version=(1, 0), falling back to the legacy form), __cuda
 (v0 to v3), and jitbridge's own ArrayView and Tensor. Host (CPU) arrays work too; launches refuse
 them. The consumer stream: `stream` (an int handle, or an object with __cuda_stream__, .cuda_stream or
 .ptr) if given, else the current stream of obj's framework (torch, CuPy), else the legacy default
-stream; the producer's work is ordered before it (events, never a host sync).
+stream; the producer's work is ordered before it (events, never a host sync). The view keeps that
+stream alive (later uses on other streams wait for it): a stream object itself, CuPy's current
+Stream; an int handle that is neither must outlive the view.
 Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
 or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.)");
 
@@ -194,7 +189,8 @@ or BufferError (consumed or refused DLPack capsules, masks), each naming the pro
 shape: int or sequence; dtype: a name ('float32', 'bfloat16'), a NumPy or torch dtype; device: None
 (the current CUDA device), an ordinal, 'cuda:N' or 'cpu'; strides: in elements, None for
 C-contiguous; owner: any object, kept alive as long as the view; stream: the stream the memory is
-ready on (None: the legacy default stream). jitbridge does not free the memory: keep it valid
+ready on (None: the legacy default stream; a stream object is kept alive by the view, an int handle
+must outlive it unless it is CuPy's current stream). jitbridge does not free the memory: keep it valid
 while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
 device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
 device or strides (each naming the argument).)");

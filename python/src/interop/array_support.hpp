@@ -103,6 +103,9 @@ std::optional<CUstream> cupy_stream(int device_id);
 // The same, asked now (no memo): through CuPy's exported C function when this CuPy has it (see
 // cupy_stream_reader), else through cupy.cuda.get_current_stream(device_id).
 std::optional<CUstream> cupy_current_stream(int device_id);
+// cupy.cuda.get_current_stream(device_id): CuPy's Stream object (null when cupy is not imported).
+// Throws what CuPy raises.
+py::object cupy_current_stream_object(int device_id);
 // Which of the two cupy_current_stream uses (its name), for tests.
 const char* cupy_stream_reader();
 

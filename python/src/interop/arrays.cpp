@@ -8,6 +8,7 @@
 #include "interop/array_support.hpp"
 #include "bindings.hpp"
 #include "interop/interop_objects.hpp"
+#include "interop/stream_owners.hpp"
 #include "jitbridge/device.hpp"
 
 namespace jitbridge::python {
@@ -294,13 +295,16 @@ void view_fields_checked(PyObject* obj, const TypeAdapter& a, CUstream consumer,
 bool view_own(PyObject* obj, CUstream consumer, ArrayView& view, const char* arg) {
   if (TensorObject* t = tensor_object(obj)) {
     view = t->tensor.view();
-    t->tensor.buffer()->hand_to(consumer);
+    // The hand-off stores the consumer stream: its owner is found only then, never on the
+    // same-stream path.
+    const std::shared_ptr<DeviceBuffer>& buffer = t->tensor.buffer();
+    if (!buffer->needs_no_hand_off(consumer)) buffer->hand_to(consumer_stream_ref(consumer, t->tensor.device()));
     return true;
   }
   if (ArrayViewObject* v = array_view_object(obj)) {
     view = v->view;
-    if (is_cuda(view.device) && view.size() != 0 && v->stream != consumer)
-      stream_wait(view.device.device_id, consumer, v->stream);
+    if (is_cuda(view.device) && view.size() != 0 && v->stream.handle != consumer)
+      stream_wait(view.device.device_id, consumer, v->stream.handle);  // the consumer is not stored
     return true;
   }
   fail(PyExc_TypeError, fmt::format("{}: the {} object is not initialised", arg, Py_TYPE(obj)->tp_name));
@@ -466,7 +470,7 @@ std::optional<CUstream> framework_stream(PyObject* array, int device_id) {
   switch (a.protocol) {
     case Protocol::jitbridge:
       if (TensorObject* t = tensor_object(array)) return t->tensor.stream();
-      if (ArrayViewObject* v = array_view_object(array)) return v->stream;
+      if (ArrayViewObject* v = array_view_object(array)) return v->stream.handle;
       return std::nullopt;
     case Protocol::exchange_api: {
       int id = device_id;
@@ -486,13 +490,17 @@ std::optional<CUstream> framework_stream(PyObject* array, int device_id) {
 
 CUstream consumer_stream(py::handle explicit_stream, PyObject* const* objs, std::size_t n, const char* arg) {
   ++stream_generation;  // a new call: framework streams are asked afresh
-  if (std::optional<CUstream> s = parse_stream(explicit_stream, arg)) return *s;
+  if (std::optional<CUstream> s = parse_stream(explicit_stream, arg)) {
+    note_consumer_source(*s, explicit_stream.ptr(), nullptr);
+    return *s;
+  }
   CUstream found = CU_STREAM_LEGACY;
   for (std::size_t i = 0; i < n; ++i) {
     const TypeAdapter& a = adapter_for(Py_TYPE(objs[i]));
     if (a.protocol == Protocol::none) continue;
     if (std::optional<CUstream> s = framework_stream(objs[i], -1)) {
       found = *s;
+      note_consumer_source(found, nullptr, objs[i]);
       break;
     }
   }

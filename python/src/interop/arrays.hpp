@@ -47,8 +47,10 @@ const TypeAdapter& adapter_for(PyTypeObject* type);
 //  - CAI v3 "stream" other than the consumer stream: the consumer waits for it (an event).
 //  - jitbridge.Tensor: the tensor's buffer is handed to the consumer stream (DeviceBuffer::hand_to:
 //    the consumer waits for the tensor's stream, which then becomes the consumer stream, and the
-//    tensor's free waits for the consumer's work). jitbridge.ArrayView: the consumer waits for the
-//    stream the view was made for, if different.
+//    tensor's free waits for the consumer's work). The tensor stores the consumer stream with its
+//    owner (consumer_stream_ref, stream_owners.hpp): callers call consumer_stream() first in the
+//    same call, so the owner it noted (the stream= object, the array it came from) is found.
+//    jitbridge.ArrayView: the consumer waits for the stream the view was made for, if different.
 // The view borrows: it is valid while `obj` is alive. view.owner is set where the protocol handed
 // out something to release (a DLPack capsule's tensor, deleted exactly once when the last copy of
 // the view goes) and, for jitbridge's own types, shares their owner.

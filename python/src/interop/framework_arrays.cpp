@@ -333,11 +333,20 @@ std::optional<CUstream> cupy_current_stream(int device_id) {
     if (PyErr_Occurred()) throw py::error_already_set();
     return stream_from_int(static_cast<std::uintptr_t>(ptr));
   }
-  // The functions are looked up once (cupy stays imported once it was).
+  py::object stream = cupy_current_stream_object(device_id);
+  if (!stream) return std::nullopt;
+  PyObject* ptr = PyObject_GetAttr(stream.ptr(), interned_names().ptr);
+  if (!ptr) raise_producer_error("cupy.cuda.get_current_stream()");
+  const py::object owned_ptr = py::reinterpret_steal<py::object>(ptr);
+  return stream_from_int(address_item(ptr, "cupy.cuda.get_current_stream()", ".ptr"));
+}
+
+py::object cupy_current_stream_object(int device_id) {
+  // The function is looked up once (cupy stays imported once it was).
   static PyObject* get_current = nullptr;   // cupy.cuda.get_current_stream(device_id)
   if (!get_current) {
     py::object cupy = loaded_module("cupy");  // never imported here
-    if (!cupy) return std::nullopt;
+    if (!cupy) return py::object();
     py::object cuda = cupy.attr("cuda");
     get_current = py::object(cuda.attr("get_current_stream")).release().ptr();
   }
@@ -347,11 +356,7 @@ std::optional<CUstream> cupy_current_stream(int device_id) {
     s = PyObject_CallNoArgs(get_current);
   }
   if (!s) throw py::error_already_set();
-  py::object stream = py::reinterpret_steal<py::object>(s);
-  PyObject* ptr = PyObject_GetAttr(s, interned_names().ptr);
-  if (!ptr) raise_producer_error("cupy.cuda.get_current_stream()");
-  const py::object owned_ptr = py::reinterpret_steal<py::object>(ptr);
-  return stream_from_int(address_item(ptr, "cupy.cuda.get_current_stream()", ".ptr"));
+  return py::reinterpret_steal<py::object>(s);
 }
 
 std::optional<CUstream> cupy_stream(int device_id) {

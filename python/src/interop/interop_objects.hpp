@@ -11,11 +11,12 @@
 
 namespace jitbridge::python {
 
-// jitbridge.ArrayView: the view, the stream it was made for, and the Python object that keeps the
+// jitbridge.ArrayView: the view, the stream it was made for (with what keeps it alive: later
+// launches and exports on other streams wait for it), and the Python object that keeps the
 // producer alive (as_array's argument, or from_ptr's owner; None for none).
 struct ArrayViewObject {
   ArrayView view;
-  CUstream stream = CU_STREAM_LEGACY;
+  StreamRef stream;
   py::object keepalive;
 };
 

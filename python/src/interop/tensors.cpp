@@ -6,6 +6,7 @@
 
 #include "bindings.hpp"
 #include "interop/interop_objects.hpp"
+#include "interop/stream_owners.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/dlpack_export.hpp"
 
@@ -17,7 +18,10 @@ py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle
   const DeviceTensor& t = self.tensor;
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, t.view().device, "Tensor.__dlpack__");
   DeviceTensor exported = r.copy ? t.copy() : t;
-  if (r.consumer) exported.buffer()->hand_to(*r.consumer);
+  // The consumer's int (cupy.from_dlpack, torch.from_dlpack pass their current stream): its owner
+  // is looked up only when the hand-off will store it.
+  if (r.consumer && !exported.buffer()->needs_no_hand_off(*r.consumer))
+    exported.buffer()->hand_to(owned_stream(*r.consumer, t.device()));
   return dlpack_capsule(exported.view(), r.versioned, r.copy ? DLPACK_FLAG_BITMASK_IS_COPIED : std::uint64_t{0});
 }
 
@@ -141,10 +145,10 @@ py::object framework_empty(PyTypeObject* type, const Dims& shape, DLDataType dty
   return py::reinterpret_steal<py::object>(static_cast<PyObject*>(out));
 }
 
-py::object new_tensor(const Dims& shape, DLDataType dtype, int device, CUstream stream, bool zero, const char* arg) {
+py::object new_tensor(const Dims& shape, DLDataType dtype, int device, StreamRef stream, bool zero, const char* arg) {
   TensorObject out;
   try {
-    out.tensor = DeviceTensor::empty(shape, dtype, device, stream);
+    out.tensor = DeviceTensor::empty(shape, dtype, device, std::move(stream));
   } catch (const InteropError& e) {
     raise_interop(InteropError(e.kind(), fmt::format("{}: {}", arg, e.what())));
   }
@@ -158,25 +162,30 @@ py::object empty_impl(py::handle shape_obj, py::handle dtype_obj, py::handle dev
   const Dims shape = parse_shape(shape_obj, fmt::format("{}(shape)", fn).c_str());
   const DLDataType dtype = parse_dtype(dtype_obj, fmt::format("{}(dtype)", fn).c_str());
   const std::optional<DLDevice> device = parse_device(device_obj, fmt::format("{}(device)", fn).c_str());
-  const std::optional<CUstream> stream = parse_stream(stream_obj, fmt::format("{}(stream)", fn).c_str());
+  const std::string stream_arg = fmt::format("{}(stream)", fn);
   if (!like.is_none()) {
+    const std::optional<CUstream> stream = parse_stream(stream_obj, stream_arg.c_str());  // only waited on
     PyTypeObject* type = PyType_Check(like.ptr()) ? reinterpret_cast<PyTypeObject*>(like.ptr()) : Py_TYPE(like.ptr());
     return framework_empty(type, shape, dtype, device ? *device : DLDevice{kDLCUDA, current_device()}, stream, zero,
                            fmt::format("{}(like)", fn).c_str());
   }
+  const int ordinal = device && device->device_type == kDLCUDA ? device->device_id : current_device();
+  std::optional<StreamRef> stream = parse_stream_ref(stream_obj, ordinal, stream_arg.c_str());  // stored
   if (device && device->device_type != kDLCUDA)
     throw py::value_error(fmt::format("{}(device): jitbridge allocates CUDA memory only; for host memory pass "
                                       "like=<an array type with the DLPack exchange API>, e.g. torch.Tensor",
                                       fn));
-  return new_tensor(shape, dtype, device ? device->device_id : current_device(), stream.value_or(CU_STREAM_LEGACY),
-                    zero, fn);
+  return new_tensor(shape, dtype, ordinal, stream ? std::move(*stream) : StreamRef(), zero, fn);
 }
 
 py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj) {
   const char* arg = "empty_like(x)";
   PyObject* o = x.ptr();
-  const std::optional<CUstream> explicit_stream = parse_stream(stream_obj, "empty_like(stream)");
-  const CUstream consumer = explicit_stream ? *explicit_stream : consumer_stream(py::none(), &o, 1, "stream");
+  // consumer_stream() notes where the stream came from (the stream= object, x), for the owner below.
+  const CUstream consumer = consumer_stream(stream_obj, &o, 1, stream_obj.is_none() ? "stream" : "empty_like(stream)");
+  const ConsumerSource source = consumer_source();
+  std::optional<CUstream> explicit_stream;
+  if (!stream_obj.is_none()) explicit_stream.emplace(consumer);
   ArrayView v;
   if (!view_array(o, consumer, v, arg))
     throw py::type_error(fmt::format("{}: a {} is not an array", arg, type_name(x)));
@@ -188,7 +197,9 @@ py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj)
     throw py::value_error(fmt::format("{}: x is in {} memory; jitbridge allocates CUDA memory only (frameworks with "
                                       "the DLPack exchange API allocate their own)",
                                       arg, device_name(v.device)));
-  return new_tensor(v.shape, dtype, v.device.device_id, consumer, false, "empty_like");
+  renote_consumer_source(source);  // the producer and the dtype may have run Python code (a nested call)
+  return new_tensor(v.shape, dtype, v.device.device_id, consumer_stream_ref(consumer, v.device.device_id), false,
+                    "empty_like");
 }
 
 }  // namespace
@@ -200,6 +211,10 @@ Its memory is allocated in stream order (cuMemAllocAsync) on its stream and free
 when the last owner lets go (this object, DLPack capsules handed out, views): work already queued
 that uses it stays valid. `stream` is the stream the contents are ordered on: the allocation
 stream, then the last stream it was handed to (a launch, or __dlpack__(stream=...)).
+It keeps alive every stream it stores (the allocation stream, the streams it was handed to)
+until its memory is freed: the stream object given as stream=, the one the stream came from, or
+CuPy's current Stream object; a raw int handle that is none of those must outlive the tensor
+(as with torch.Tensor.record_stream).
 Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
 cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
 without a copy. Made by empty(), zeros() and empty_like() only.)"));
@@ -234,9 +249,11 @@ without a copy. Made by empty(), zeros() and empty_like() only.)"));
 stream: the consumer's stream (None: the legacy default stream; 1 legacy, 2 per-thread, else a
 handle; -1: no synchronisation). Unless -1, that stream waits for the tensor's stream (an event,
 no host sync), becomes the tensor's stream, and the tensor's memory is freed only after the work
-queued on it. max_version >= (1, 0) gives a versioned capsule, else a legacy one. dl_device must
-be this tensor's device (BufferError otherwise). copy=True exports a fresh copy (queued on the
-tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
+queued on it. The tensor keeps that stream alive when it is CuPy's current Stream (torch's and the
+default streams need nothing); any other handle must outlive the tensor. max_version >= (1, 0)
+gives a versioned capsule, else a legacy one. dl_device must be this tensor's device
+(BufferError otherwise). copy=True exports a fresh copy (queued on the tensor's stream); None and
+False never copy. The capsule keeps the memory alive until its consumer
 deletes it, or until the capsule itself goes if no one consumed it.)")
       .def("__dlpack_device__",
            [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); },
@@ -253,7 +270,9 @@ deletes it, or until the capsule itself goes if no one consumed it.)")
       R"(An uninitialised array.
 
 Without `like`: a jitbridge.Tensor on `device` (None: the current CUDA device; an ordinal or
-'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream).
+'cuda:N'), allocated in stream order on `stream` (None: the legacy default stream). A stream
+object (CuPy or torch Stream, any __cuda_stream__ provider) is kept alive by the tensor; an int
+handle must outlive the tensor unless it is CuPy's current stream (whose Stream object is kept).
 With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
 framework allocates it (torch's caching allocator, on torch's current stream) and an object of
 that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
@@ -274,7 +293,8 @@ the allocation fails.)");
 If type(x) has the DLPack exchange API (torch.Tensor), x's framework allocates it and returns its
 own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
 on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
-current stream, else the legacy default stream). ValueError for host arrays of other frameworks.)");
+current stream, else the legacy default stream), which the tensor keeps alive (the stream= object,
+x's own, CuPy's current Stream). ValueError for host arrays of other frameworks.)");
 }
 
 }  // namespace jitbridge::python

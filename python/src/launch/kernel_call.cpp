@@ -7,6 +7,7 @@
 #include <deque>
 
 #include "interop/arrays.hpp"
+#include "interop/stream_owners.hpp"
 #include "common/checked_args.hpp"
 #include "jitbridge/streams.hpp"
 #include "jitbridge/launch.hpp"
@@ -57,8 +58,11 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
                            Scratch& s) {
   const char* kernel = k.name.c_str();
   const CUstream stream = consumer_stream(stream_obj ? py::handle(stream_obj) : py::none(), args, n, "stream");
+  const ConsumerSource source = consumer_source();  // what a Tensor handed to `stream` will keep
   launch_profile::mark(launch_profile::stream);
   for (std::size_t i = 0; i < n; ++i) {
+    // An earlier argument's conversion may have run a nested launch (Python code): this call's note comes back.
+    renote_consumer_source(source);
     bool is_array = false;
     PyTypeObject* type = Py_TYPE(args[i]);
     if (type != &PyLong_Type && type != &PyFloat_Type && type != &PyBool_Type && args[i] != Py_None) {

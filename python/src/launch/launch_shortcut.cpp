@@ -59,11 +59,14 @@ void validate_on(const LaunchShortcut& s, const Function& f, const LaunchConfig&
   const std::size_t i = static_cast<std::size_t>(dev.ordinal());
   if (i >= s.validated_on.size()) s.validated_on.resize(i + 1);
   LaunchShortcut::Validated& on = s.validated_on[i];
-  if (on.device != &dev || !same_shape(on.config, c)) {
+  // The memos keep the configuration's shape only (same_shape): no stream handle is stored.
+  LaunchConfig shape = c;
+  shape.stream = CU_STREAM_LEGACY;
+  if (on.device != &dev || !same_shape(on.config, shape)) {
     validate_launch(f, c, dev);
-    on = {&dev, c};
+    on = {&dev, shape};
   }
-  s.validated_config = c;
+  s.validated_config = shape;
   s.validated_device = &dev;
 }
 

@@ -3,11 +3,13 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "fake_cuda.h"
 
@@ -45,6 +47,36 @@ template <class T>
 T new_handle() {
   return reinterpret_cast<T>(g_next_handle.fetch_add(16));
 }
+
+// Streams made by cuStreamCreate (live) and destroyed by cuStreamDestroy; handles are never reused, so a
+// destroyed handle stays recognisable. Any later use of one aborts the process with a message on stderr
+// (FAKE_CUDA_STALE_STREAMS=count counts it instead, for fake_cuda_stale_stream_uses()). Handles this
+// driver never made (the special 0/1/2, fuzzed ints) are accepted as before.
+struct StreamBook {
+  std::mutex mutex;
+  std::unordered_set<std::uintptr_t> live, destroyed;
+  std::unordered_set<std::uint64_t> allocations;  // cuMemAlloc / cuMemAllocAsync addresses not yet freed
+  long stale_uses = 0;
+};
+StreamBook& book() {
+  static auto* b = new StreamBook();
+  return *b;
+}
+// CUDA_SUCCESS, or CUDA_ERROR_INVALID_HANDLE for a destroyed stream (after aborting, unless counting).
+CUresult check_stream(CUstream s, const char* fn) {
+  StreamBook& b = book();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  if (!b.destroyed.count(reinterpret_cast<std::uintptr_t>(s))) return CUDA_SUCCESS;
+  ++b.stale_uses;
+  std::fprintf(stderr, "fake_cuda: %s used the destroyed stream %p\n", fn, static_cast<void*>(s));
+  const char* mode = std::getenv("FAKE_CUDA_STALE_STREAMS");
+  if (!mode || std::strcmp(mode, "count") != 0) std::abort();
+  return CUDA_ERROR_INVALID_HANDLE;
+}
+#define FAKE_CHECK_STREAM(s)                                   \
+  do {                                                         \
+    if (CUresult rc_ = check_stream((s), __func__)) return rc_; \
+  } while (0)
 
 // Kernel handles: the name asked for, per handle.
 std::unordered_map<std::uintptr_t, std::string>& kernel_names() {
@@ -219,24 +251,46 @@ void record(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, uns
   }
 }
 CUresult fLaunchKernel(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                       unsigned shared, CUstream, void**, void** extra) {
+                       unsigned shared, CUstream stream, void**, void** extra) {
+  FAKE_CHECK_STREAM(stream);
   record(gx, gy, gz, bx, by, bz, shared, extra, nullptr, 0);
   return CUDA_SUCCESS;
 }
 CUresult fLaunchKernelEx(const CUlaunchConfig* c, CUfunction, void**, void** extra) {
+  FAKE_CHECK_STREAM(c->hStream);
   record(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes, extra,
          c->attrs, c->numAttrs);
   return CUDA_SUCCESS;
 }
 CUresult fMemAlloc(CUdeviceptr* p, std::size_t bytes) {
   *p = g_next_address.fetch_add((bytes + 0xffff) & ~std::uint64_t{0xffff});
+  std::lock_guard<std::mutex> lock(book().mutex);
+  book().allocations.insert(*p);
   return CUDA_SUCCESS;
 }
-CUresult fMemAllocAsync(CUdeviceptr* p, std::size_t bytes, CUstream) { return fMemAlloc(p, bytes); }
-CUresult fMemFree(CUdeviceptr) { return CUDA_SUCCESS; }
-CUresult fMemFreeAsync(CUdeviceptr, CUstream) { return CUDA_SUCCESS; }
+CUresult fMemAllocAsync(CUdeviceptr* p, std::size_t bytes, CUstream s) {
+  FAKE_CHECK_STREAM(s);
+  return fMemAlloc(p, bytes);
+}
+// A free of an address not allocated (or freed twice) aborts: it is always a bug in the caller.
+CUresult fMemFree(CUdeviceptr p) {
+  if (p == 0) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(book().mutex);
+  if (book().allocations.erase(p) == 0) {
+    std::fprintf(stderr, "fake_cuda: free of %#llx, which is not allocated\n", static_cast<unsigned long long>(p));
+    std::abort();
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fMemFreeAsync(CUdeviceptr p, CUstream s) {
+  FAKE_CHECK_STREAM(s);
+  return fMemFree(p);
+}
 CUresult fNotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult fMemsetD8Async(CUdeviceptr, unsigned char, std::size_t, CUstream) { return CUDA_SUCCESS; }
+CUresult fMemsetD8Async(CUdeviceptr, unsigned char, std::size_t, CUstream s) {
+  FAKE_CHECK_STREAM(s);
+  return CUDA_SUCCESS;
+}
 CUresult fMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
   *free_bytes = std::size_t{40} << 30;
   *total = std::size_t{80} << 30;
@@ -250,15 +304,37 @@ CUresult fEventElapsed(float* ms, CUevent, CUevent) {
   *ms = 0;
   return CUDA_SUCCESS;
 }
-CUresult fStreamCreate(CUstream* s, unsigned) {
-  *s = new_handle<CUstream>();
+CUresult fEventRecord(CUevent, CUstream s) {
+  FAKE_CHECK_STREAM(s);
   return CUDA_SUCCESS;
 }
-CUresult fStreamGetCtx(CUstream, CUcontext* c) {
+CUresult fStreamWaitEvent(CUstream s, CUevent, unsigned) {
+  FAKE_CHECK_STREAM(s);
+  return CUDA_SUCCESS;
+}
+CUresult fStreamCreate(CUstream* s, unsigned) {
+  *s = new_handle<CUstream>();
+  std::lock_guard<std::mutex> lock(book().mutex);
+  book().live.insert(reinterpret_cast<std::uintptr_t>(*s));
+  return CUDA_SUCCESS;
+}
+CUresult fStreamDestroy(CUstream s) {
+  FAKE_CHECK_STREAM(s);
+  std::lock_guard<std::mutex> lock(book().mutex);
+  if (book().live.erase(reinterpret_cast<std::uintptr_t>(s))) book().destroyed.insert(reinterpret_cast<std::uintptr_t>(s));
+  return CUDA_SUCCESS;
+}
+CUresult fStreamUse(CUstream s) {  // cuStreamSynchronize, cuStreamQuery
+  FAKE_CHECK_STREAM(s);
+  return CUDA_SUCCESS;
+}
+CUresult fStreamGetCtx(CUstream s, CUcontext* c) {
+  FAKE_CHECK_STREAM(s);
   *c = context0();
   return CUDA_SUCCESS;
 }
-CUresult fStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
+CUresult fStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* s) {
+  FAKE_CHECK_STREAM(stream);
   *s = CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
@@ -298,14 +374,14 @@ const Entry kEntries[] = {
     FAKE(cuKernelGetAttribute, fKernelGetAttribute), FAKE(cuFuncGetAttribute, fFuncGetAttribute),
     FAKE(cuLaunchKernel, fLaunchKernel), FAKE(cuLaunchKernelEx, fLaunchKernelEx), FAKE(cuMemAlloc, fMemAlloc),
     FAKE(cuMemFree, fMemFree), FAKE(cuMemcpyHtoD, fNotSupported), FAKE(cuMemcpyDtoH, fNotSupported),
-    FAKE(cuStreamSynchronize, fSuccess0), FAKE(cuCtxPushCurrent, fCtxPush), FAKE(cuCtxPopCurrent, fCtxPop),
+    FAKE(cuStreamSynchronize, fStreamUse), FAKE(cuCtxPushCurrent, fCtxPush), FAKE(cuCtxPopCurrent, fCtxPop),
     FAKE(cuMemAllocAsync, fMemAllocAsync), FAKE(cuMemFreeAsync, fMemFreeAsync),
     FAKE(cuMemsetD8Async, fMemsetD8Async), FAKE(cuMemcpyDtoDAsync, fNotSupported),
     FAKE(cuMemcpyHtoDAsync, fNotSupported), FAKE(cuMemcpyDtoHAsync, fNotSupported), FAKE(cuMemGetInfo, fMemGetInfo),
-    FAKE(cuEventCreate, fEventCreate), FAKE(cuEventRecord, fSuccess0), FAKE(cuEventDestroy, fSuccess0),
+    FAKE(cuEventCreate, fEventCreate), FAKE(cuEventRecord, fEventRecord), FAKE(cuEventDestroy, fSuccess0),
     FAKE(cuEventSynchronize, fSuccess0), FAKE(cuEventQuery, fSuccess0), FAKE(cuEventElapsedTime, fEventElapsed),
-    FAKE(cuStreamWaitEvent, fSuccess0), FAKE(cuStreamCreate, fStreamCreate), FAKE(cuStreamDestroy, fSuccess0),
-    FAKE(cuStreamQuery, fSuccess0), FAKE(cuStreamGetCtx, fStreamGetCtx),
+    FAKE(cuStreamWaitEvent, fStreamWaitEvent), FAKE(cuStreamCreate, fStreamCreate),
+    FAKE(cuStreamDestroy, fStreamDestroy), FAKE(cuStreamQuery, fStreamUse), FAKE(cuStreamGetCtx, fStreamGetCtx),
     FAKE(cuStreamIsCapturing, fStreamIsCapturing), FAKE(cuPointerGetAttribute, fPointerGetAttribute),
     FAKE(cuKernelSetAttribute, fKernelSetAttribute), FAKE(cuFuncSetAttribute, fFuncSetAttribute),
     FAKE(cuLibraryGetGlobal, fLibraryGetGlobal), FAKE(cuKernelGetName, fKernelGetName),
@@ -336,6 +412,31 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
 __attribute__((visibility("default"))) void fake_cuda_last_launch(FakeCudaLaunch* out) {
   std::lock_guard<std::mutex> lock(g_mutex);
   *out = g_last;
+}
+
+__attribute__((visibility("default"))) std::uintptr_t fake_cuda_stream_create() {
+  CUstream s = nullptr;
+  fStreamCreate(&s, 0);
+  return reinterpret_cast<std::uintptr_t>(s);
+}
+
+__attribute__((visibility("default"))) int fake_cuda_stream_destroy(std::uintptr_t s) {
+  return static_cast<int>(fStreamDestroy(reinterpret_cast<CUstream>(s)));
+}
+
+__attribute__((visibility("default"))) long fake_cuda_live_streams() {
+  std::lock_guard<std::mutex> lock(book().mutex);
+  return static_cast<long>(book().live.size());
+}
+
+__attribute__((visibility("default"))) long fake_cuda_stale_stream_uses() {
+  std::lock_guard<std::mutex> lock(book().mutex);
+  return book().stale_uses;
+}
+
+__attribute__((visibility("default"))) long fake_cuda_live_allocations() {
+  std::lock_guard<std::mutex> lock(book().mutex);
+  return static_cast<long>(book().allocations.size());
 }
 
 __attribute__((visibility("default"))) int fake_cuda_last_launch_device() {

@@ -1,4 +1,4 @@
-// fake_cuda.h — what the fake libcuda.so.1 (fake_cuda.cpp) pretends to be, and how a fuzz target reads its launches.
+// fake_cuda.h — what the fake libcuda.so.1 (fake_cuda.cpp) pretends to be, how a fuzz target reads its launches, and the streams and allocations it tracks.
 #pragma once
 
 #include <cstddef>
@@ -34,4 +34,12 @@ extern "C" {
 void fake_cuda_last_launch(FakeCudaLaunch* out);
 // The ordinal of the device whose context was current at the last launch (-1: none yet, or no context).
 int fake_cuda_last_launch_device();
+// Streams, as a framework's would be: cuStreamCreate / cuStreamDestroy (0: success). Handles are never reused;
+// any driver call on a destroyed stream aborts with a message (FAKE_CUDA_STALE_STREAMS=count: counted, and the
+// call fails with CUDA_ERROR_INVALID_HANDLE).
+std::uintptr_t fake_cuda_stream_create();
+int fake_cuda_stream_destroy(std::uintptr_t stream);
+long fake_cuda_live_streams();        // created and not destroyed
+long fake_cuda_stale_stream_uses();   // calls that named a destroyed stream (count mode)
+long fake_cuda_live_allocations();    // cuMemAlloc(Async) addresses not freed yet; a bad free aborts
 }

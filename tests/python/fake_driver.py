@@ -1,0 +1,46 @@
+"""Running Python code in a child process on the fake driver (tests/fuzz/fake_cuda, built into <build>/tests/fake_cuda).
+
+`run_child(code)` runs `code` with the fake libcuda.so.1 first on LD_LIBRARY_PATH and the built jitbridge and
+jitbridge_testing importable; the test skips when the fake driver was not built. `PRELUDE` (prepended) gives the
+child `FAKE` (the fake driver through ctypes) and `FakeStream` (tests/fuzz/python/lifetime_machine.py), a stream
+object like a framework's: created by the fake driver, destroyed in __del__, exposing __cuda_stream__. Any driver call on a destroyed stream aborts the child.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jitbridge
+from testing_hooks import hooks
+
+MACHINE_DIR = Path(__file__).resolve().parents[1] / "fuzz" / "python"    # lifetime_machine.py
+PRELUDE = f"""
+import gc, sys, weakref
+import jitbridge as jb
+sys.path.insert(0, {str(MACHINE_DIR)!r})
+from lifetime_machine import FakeStream, fake_driver
+FAKE = fake_driver()
+"""
+
+
+def fake_driver_env(extra=None):
+    """The environment of a child on the fake driver; skips the test when the fake driver is not built."""
+    testing = Path(hooks.module().__file__).resolve().parent            # <build>/python_testing
+    fake = testing.parent / "tests" / "fake_cuda"
+    if not (fake / "libcuda.so.1").is_file():
+        pytest.skip(f"the fake driver is not built (no {fake}/libcuda.so.1): build with JITBRIDGE_BUILD_TESTS=ON")
+    env = dict(os.environ)
+    package_parent = str(Path(jitbridge.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, str(testing), env.get("PYTHONPATH")) if p)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(fake), env.get("LD_LIBRARY_PATH")) if p)
+    env.pop("FAKE_CUDA_STALE_STREAMS", None)
+    env.update(extra or {})
+    return env
+
+
+def run_child(code, args=(), extra_env=None, timeout=300):
+    """Runs PRELUDE + code in a child Python on the fake driver; returns the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, "-c", PRELUDE + code, *args], capture_output=True, text=True,
+                          timeout=timeout, env=fake_driver_env(extra_env))
