@@ -7,16 +7,9 @@ cuda:2. jitbridge_testing.shortcut_launches(kernel) counts the launches that too
 each call; the tests below check the records: a launch alternating between devices takes the shortcut on each once
 the kernel has been resolved there, reaches the driver on the arrays' device with their addresses, and the shortcut
 declines (the full path runs and words the error) where it must."""
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-import jitbridge
-from testing_hooks import hooks
+from fake_driver import run_child
 
 CHILD = r'''
 import ctypes, json, sys
@@ -101,18 +94,7 @@ print(json.dumps(records))
 @pytest.fixture(scope="module")
 def records():
     """The child's records, by label."""
-    testing = Path(hooks.module().__file__).resolve().parent            # <build>/python_testing
-    fake = testing.parent / "tests" / "fake_cuda"
-    if not (fake / "libcuda.so.1").is_file():
-        pytest.skip(f"the fake driver is not built (no {fake}/libcuda.so.1): build with JITBRIDGE_BUILD_TESTS=ON")
-    env = dict(os.environ)
-    package_parent = str(Path(jitbridge.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, str(testing), env.get("PYTHONPATH")) if p)
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(fake), env.get("LD_LIBRARY_PATH")) if p)
-    env["FAKE_CUDA_DEVICES"] = "3"
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return {r["label"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])}
+    return {r["label"]: r for r in run_child(CHILD, devices=3)}
 
 
 def assert_launched(r, device, shortcut):
