@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
+#include "interop/host_copy.hpp"
 #include "interop/interop_objects.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/dlpack_export.hpp"
@@ -15,6 +16,7 @@ namespace {
 py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle max_version, py::handle dl_device,
                          py::handle copy) {
   const DeviceTensor& t = self.tensor;
+  if (asks_for_host(dl_device)) return tensor_dlpack_to_host(t, stream, max_version, dl_device, copy);
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, t.view().device, "Tensor.__dlpack__");
   DeviceTensor exported = r.copy ? t.copy() : t;
   if (r.consumer) exported.buffer()->hand_to(*r.consumer);
@@ -235,8 +237,11 @@ stream: the consumer's stream (None: the legacy default stream; 1 legacy, 2 per-
 handle; -1: no synchronisation). Unless -1, that stream waits for the tensor's stream (an event,
 no host sync), becomes the tensor's stream, and the tensor's memory is freed only after the work
 queued on it. max_version >= (1, 0) gives a versioned capsule, else a legacy one. dl_device must
-be this tensor's device (BufferError otherwise). copy=True exports a fresh copy (queued on the
-tensor's stream); None and False never copy. The capsule keeps the memory alive until its consumer
+be this tensor's device (BufferError otherwise) or the host, (1, 0): then a host copy is handed
+over (copy True or None; False is a BufferError), copied on the tensor's stream (or on `stream`,
+after it waits for the tensor's) and finished before this returns, since a host consumer cannot
+wait on a stream (numpy.from_dlpack(t, device='cpu')). copy=True exports a fresh copy (queued on
+the tensor's stream); None and False never copy on the device. The capsule keeps the memory alive until its consumer
 deletes it, or until the capsule itself goes if no one consumed it.)")
       .def("__dlpack_device__",
            [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); },
