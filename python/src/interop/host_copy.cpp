@@ -30,15 +30,14 @@ std::optional<DLDataType> buffer_dtype(const char* format, std::size_t item) {
 // A view of a buffer-protocol object (bytes, array.array, memoryview) in host memory; the view
 // holds the buffer until it goes (released with the GIL).
 void view_buffer(PyObject* obj, ArrayView& v, const char* arg) {
-  auto buffer = std::shared_ptr<Py_buffer>(new Py_buffer{}, [](Py_buffer* b) {
+  auto taken = std::make_unique<Py_buffer>();
+  if (PyObject_GetBuffer(obj, taken.get(), PyBUF_RECORDS_RO) != 0)
+    raise_python_error(PyExc_BufferError, fmt::format("{}: its buffer could not be read", arg));
+  const std::shared_ptr<Py_buffer> buffer(taken.release(), [](Py_buffer* b) {
     py::gil_scoped_acquire gil;
     PyBuffer_Release(b);
     delete b;
   });
-  if (PyObject_GetBuffer(obj, buffer.get(), PyBUF_RECORDS_RO) != 0) {
-    buffer = nullptr;  // nothing to release
-    raise_python_error(PyExc_BufferError, fmt::format("{}: its buffer could not be read", arg));
-  }
   const std::optional<DLDataType> dtype = buffer_dtype(buffer->format, static_cast<std::size_t>(buffer->itemsize));
   if (!dtype)
     throw py::type_error(fmt::format("{}: a {} of items '{}' ({} bytes) has no dtype jitbridge knows", arg,
