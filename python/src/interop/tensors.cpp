@@ -30,7 +30,7 @@ py::dict tensor_cai(const TensorObject& self) {
   d["shape"] = to_tuple(t.view().shape);
   d["typestr"] = typestr;
   py::list descr;
-  descr.append(py::make_tuple("", typestr));
+  descr.append(py::make_tuple(cai_descr_name(t.view().dtype), typestr));
   d["descr"] = descr;
   d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(t.view().ptr()), false);
   d["strides"] = py::none();  // always C-contiguous

@@ -57,6 +57,7 @@ def last_launch():
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int8", "uint8", "bool", "int64", "complex128"]
 INTS = [0, 1, -1, 127, 128, 255, 256, -128, -129, 2**15, 2**16 - 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1,
         2**63, 2**64 - 1, 2**64, -2**63, -2**63 - 1]
+DRIVER_DEVICES = len(jitbridge.driver_info()["devices"])
 NP_INTS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]  # NumPy integers of every width
 FLOATS = [0.0, -0.0, 1.5, 65504.0, 65504.5, 65520.0, 1e5, 3.4028234663852886e38, 3.5e38, 1e300, float("inf"),
           float("-inf"), float("nan"), 5.96e-8, 1e-45]
@@ -84,7 +85,8 @@ def array_spec(fdp, element):
     for s in reversed(shape):
         strides.insert(0, step)
         step *= max(s, 1)
-    device = fdp.PickValueInList([(2, 0)] * 6 + [(13, 0), (1, 0), (2, 1)])
+    # cuda:1 only where the driver has it (from_ptr refuses devices the driver does not see)
+    device = fdp.PickValueInList([(2, 0)] * 6 + [(13, 0), (1, 0), (2, 1) if DRIVER_DEVICES > 1 else (2, 0)])
     facts = dict(ptr=0x7F0000001000 + 256 * fdp.ConsumeIntInRange(0, 255), dtype=dtype, device_type=device[0],
                  device_id=device[1], readonly=fdp.ConsumeIntInRange(0, 3) == 0, shape=shape, strides=strides)
     return (fdp.PickValueInList(["view", "view", "cai"]), facts)
