@@ -7,32 +7,17 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _table import fmt_us, median_us, print_table, use_jitbridge  # noqa: E402
+from _table import fmt_us, gpu_jitbridge, median_us, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-
-def skip(why):
-    print(f"bench_host_copy: skipped ({why})")
-    sys.exit(0)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mib", type=int, default=256)
     mib = parser.parse_args().mib
-    try:
-        print(f"bench_host_copy: measuring {use_jitbridge()}")
-        import jitbridge
-    except ImportError as e:
-        skip(str(e))
-    info = jitbridge.driver_info()
-    if not info["found"] or not info["devices"]:
-        skip(f"no GPU: {info['reason'] or 'the driver sees no device'}")
-    try:
-        import cupy as cp
-    except ImportError:
-        skip("CuPy is not installed")
+    jitbridge, cp = gpu_jitbridge("bench_host_copy", "cupy")
     n = mib * (1 << 20) // 4
     host = np.random.default_rng().standard_normal(n, dtype=np.float32)
     t = jitbridge.asarray(host)

@@ -6,7 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _table import fmt_us, median_us, print_table, use_jitbridge  # noqa: E402
+from _table import fmt_us, gpu_jitbridge, median_us, print_table  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -19,24 +19,9 @@ extern "C" __global__ void k(float* y, double d, float f, int n) {
 LAUNCHES = 2000
 
 
-def skip(why):
-    print(f"bench_scalars: skipped ({why})")
-    sys.exit(0)
-
 
 def main():
-    try:
-        print(f"bench_scalars: measuring {use_jitbridge()}")
-        import jitbridge
-    except ImportError as e:
-        skip(str(e))
-    info = jitbridge.driver_info()
-    if not info["found"] or not info["devices"]:
-        skip(f"no GPU: {info['reason'] or 'the driver sees no device'}")
-    try:
-        import torch
-    except ImportError:
-        skip("torch is not installed")
+    jitbridge, torch = gpu_jitbridge("bench_scalars", "torch")
     y = torch.zeros(256, device="cuda")
     k = jitbridge.RawKernel(SRC, "k")
     cases = [
