@@ -77,7 +77,17 @@ bool asks_for_host(py::handle dl_device) noexcept {
 py::object tensor_dlpack_to_host(const DeviceTensor& tensor, py::handle stream, py::handle max_version,
                                  py::handle dl_device, py::handle copy) {
   const char* arg = "Tensor.__dlpack__";
-  // dl_device must be (kDLCPU, 0); the rest as any __dlpack__ request.
+  PyObject* id = PyTuple_GET_ITEM(dl_device.ptr(), 1);  // asks_for_host: a 2-tuple
+  if (PyLong_CheckExact(id)) {
+    int overflow = 0;
+    const long value = PyLong_AsLongAndOverflow(id, &overflow);
+    if (value == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (overflow || value != 0)
+      throw py::buffer_error(fmt::format("{}: dl_device=(1, {}) asks for another host than (1, 0); a host copy goes "
+                                         "to (1, 0)",
+                                         arg, py::str(id).cast<std::string>()));
+  }
+  // dl_device must be (kDLCPU, 0) (parse_dlpack_request checks its types); the rest as any request.
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, DLDevice{kDLCPU, 0}, arg);
   if (copy.ptr() == Py_False)
     throw py::buffer_error(fmt::format("{}: dl_device=(1, 0) asks for host memory but the tensor is on {} and "
