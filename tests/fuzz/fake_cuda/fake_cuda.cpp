@@ -251,7 +251,8 @@ unsigned char* bytes_at(CUdeviceptr p, std::size_t n) {
   return a.data.data() + offset;
 }
 CUresult fMemAlloc(CUdeviceptr* p, std::size_t bytes) {
-  *p = g_next_address.fetch_add((bytes + 0xffff) & ~std::uint64_t{0xffff});
+  // 64 KiB steps, one at least: every live allocation has its own address (a zero-byte one too)
+  *p = g_next_address.fetch_add(bytes ? (bytes + 0xffff) & ~std::uint64_t{0xffff} : 0x10000);
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   g_memory[*p].bytes = bytes;
   return CUDA_SUCCESS;
