@@ -47,6 +47,7 @@ from ._benchmark import CudaEventTimer, benchmark
 from ._benchmark_result import BenchmarkResult, Comparison
 from . import _core, _cuda_search
 from ._bounded import bound_methods as _bound_methods, bounded as _bounded
+from ._like import with_framework_allocators as _with_framework_allocators
 
 # The nvidia-* wheels of this environment, for the run-time search of NVRTC and the CUDA headers
 # (before anything is loaded; docs/DESIGN.md, "Finding CUDA at run time").
@@ -73,6 +74,8 @@ cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driv
                           synchronize))
 as_array, asarray, from_ptr, empty, zeros, empty_like = (_bounded(f) for f in (as_array, asarray, from_ptr, empty, zeros,
                                                                              empty_like))
+# Outputs like a CuPy or Numba array come from that framework's allocator (_like.py).
+empty, zeros, empty_like = _with_framework_allocators(empty, zeros, empty_like)
 link = _bounded(link)
 # pybind11 names link's *args "args"; the docstring calls them inputs.
 link.__signature__ = link.__signature__.replace(parameters=[
