@@ -44,6 +44,30 @@ def use_jitbridge():
     return line
 
 
+def gpu_jitbridge(script, *modules):
+    """jitbridge (use_jitbridge's) and the framework `modules` imported, for a bench that needs a GPU; prints
+    "<script>: skipped (why)" and exits 0 when one is missing or the driver sees no GPU."""
+    def skip(why):
+        print(f"{script}: skipped ({why})")
+        sys.exit(0)
+
+    try:
+        print(f"{script}: measuring {use_jitbridge()}")
+        import jitbridge
+    except ImportError as e:
+        skip(str(e))
+    info = jitbridge.driver_info()
+    if not info["found"] or not info["devices"]:
+        skip(f"no GPU: {info['reason'] or 'the driver sees no device'}")
+    out = [jitbridge]
+    for name in modules:
+        try:
+            out.append(__import__(name))
+        except ImportError:
+            skip(f"{name} is not installed")
+    return out
+
+
 def cpp_bench(name):
     """Path of the C++ benchmark executable `name` in the build tree, or None when it is not built (an installed
     package has no C++ benches; the tables then mark those rows n/a)."""

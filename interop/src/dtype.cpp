@@ -136,9 +136,18 @@ std::string typestr_of(DLDataType dtype) {
     case kDLBfloat: return "<V2";
     default: break;
   }
-  if (dtype.bits == 8) return "|V1";  // fp8: raw bytes, as frameworks export them
+  if (dtype.bits == 8) return "|V1";  // fp8: raw bytes, named in the descr (cai_descr_name)
   throw InteropError(InteropError::Kind::value,
                      fmt::format("dtype {} has no __cuda_array_interface__ typestr", dtype_name(dtype)));
+}
+
+std::string cai_descr_name(DLDataType dtype) { return is_fp8(dtype) ? dtype_name(dtype) : std::string(); }
+
+std::optional<DLDataType> fp8_from_descr_name(std::string_view name) {
+  if (name.substr(0, 6) != "float8") return std::nullopt;  // no aliases ("bf16"-style) for fp8
+  const std::optional<DLDataType> d = dtype_from_name(name);
+  if (d && is_fp8(*d)) return d;
+  return std::nullopt;
 }
 
 std::string device_name(DLDevice device) {

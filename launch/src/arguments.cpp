@@ -528,6 +528,8 @@ void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& v, ArgB
         return put(kernel, out, index, p, static_cast<float>(v.f));
       }
       if (size == 8) return put(kernel, out, index, p, v.f);
+      // A NumPy float16 (exact in float) as the __half it was.
+      if (size == 2 && v.float_bits == 16) return put(kernel, out, index, p, __float2half_rn(static_cast<float>(v.f)));
       fail(ArgumentError::Kind::type, kernel, index, p, "a float needs a 4- or 8-byte parameter");
     default: {
       if (size != 1 && size != 2 && size != 4 && size != 8)

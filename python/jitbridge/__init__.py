@@ -15,6 +15,8 @@ Arrays from any framework: as_array(x) gives a jitbridge.ArrayView (pointer, sha
 elements, dtype, device) through the DLPack exchange API, __dlpack__ or __cuda_array_interface__;
 empty / zeros / empty_like allocate outputs (jitbridge.Tensor, or the framework's own array type
 where it has the DLPack exchange API) that torch, CuPy, JAX and Numba take without a copy.
+asarray(host_array) uploads a NumPy (or other host) array into a jitbridge.Tensor, and
+numpy.from_dlpack(tensor, device="cpu") copies one back.
 """
 
 from ._core import (
@@ -39,13 +41,14 @@ from ._core import (
     synchronize,
     toolkit_include_dirs,
 )
-from ._core import ArrayView, Tensor, as_array, empty, empty_like, from_ptr, zeros
+from ._core import ArrayView, Tensor, as_array, asarray, empty, empty_like, from_ptr, zeros
 from ._kernels import RawKernel, RawModule
 from ._compile_warnings import CompileWarning, warn_about as _warn_about
 from ._benchmark import CudaEventTimer, benchmark
 from ._benchmark_result import BenchmarkResult, Comparison
 from . import _core, _cuda_search
 from ._bounded import bound_methods as _bound_methods, bounded as _bounded
+from ._like import with_framework_allocators as _with_framework_allocators
 
 # The nvidia-* wheels of this environment, for the run-time search of NVRTC and the CUDA headers
 # (before anything is loaded; docs/DESIGN.md, "Finding CUDA at run time").
@@ -72,7 +75,10 @@ compile.__doc__ = _core.compile.__doc__.partition("\n\n")[2] if "\n\n" in _core.
 cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driver_info, synchronize = (
     _bounded(f) for f in (cache_info, cache_clear, nvrtc_version, default_arch, toolkit_include_dirs, driver_info,
                           synchronize))
-as_array, from_ptr, empty, zeros, empty_like = (_bounded(f) for f in (as_array, from_ptr, empty, zeros, empty_like))
+as_array, asarray, from_ptr, empty, zeros, empty_like = (_bounded(f) for f in (as_array, asarray, from_ptr, empty, zeros,
+                                                                             empty_like))
+# Outputs like a CuPy or Numba array come from that framework's allocator (_like.py).
+empty, zeros, empty_like = _with_framework_allocators(empty, zeros, empty_like)
 link = _bounded(link)
 # pybind11 names link's *args "args"; the docstring calls them inputs.
 link.__signature__ = link.__signature__.replace(parameters=[
@@ -93,7 +99,7 @@ def load_ipython_extension(ipython):
 # Show the compiled classes and functions as jitbridge.Program & co. (help(), reprs of the types; the classes are
 # named so from the start, for the signatures in the docstrings: python/src/bindings.hpp, public_class).
 for _cls in (Program, Kernel, Signature, Param, Resources, ArrayView, Tensor, cache_info, cache_clear, nvrtc_version,
-             default_arch, toolkit_include_dirs, driver_info, synchronize, as_array, from_ptr, empty, zeros,
+             default_arch, toolkit_include_dirs, driver_info, synchronize, as_array, asarray, from_ptr, empty, zeros,
              empty_like, link):
     _cls.__module__ = __name__
 del _cls
@@ -130,6 +136,7 @@ __all__ = [
     "empty",
     "zeros",
     "empty_like",
+    "asarray",
     "benchmark",
     "BenchmarkResult",
     "Comparison",

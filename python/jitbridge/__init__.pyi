@@ -14,6 +14,7 @@ from ._core import (
     Signature as Signature,
     Tensor as Tensor,
     as_array as as_array,
+    asarray as asarray,
     cache_clear as cache_clear,
     cache_info as cache_info,
     default_arch as default_arch,

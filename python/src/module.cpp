@@ -1,5 +1,6 @@
 // module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
 #include "interop/arrays.hpp"
+#include "interop/host_copy.hpp"
 #include "bindings.hpp"
 #include "launch/launch_profile.hpp"
 
@@ -15,6 +16,7 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_environment(m);
   jp::bind_arrays(m);
   jp::bind_tensors(m);
+  jp::bind_host_copy(m);
   jp::bind_kernels(m);
   jp::launch_profile::bind(m);
   jp::bind_internals(m);

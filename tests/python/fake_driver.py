@@ -1,10 +1,15 @@
-"""Running Python code in a child process on the fake driver (tests/fuzz/fake_cuda, built into <build>/tests/fake_cuda).
+"""fake_driver.py — runs Python code in a child process on the fake driver of tests/fuzz/fake_cuda (built into
+<build>/tests/fake_cuda as libcuda.so.1: made-up sm_90 GPUs), with jitbridge and jitbridge_testing importable.
 
-`run_child(code)` runs `code` with the fake libcuda.so.1 first on LD_LIBRARY_PATH and the built jitbridge and
-jitbridge_testing importable; the test skips when the fake driver was not built. `PRELUDE` (prepended) gives the
-child `FAKE` (the fake driver through ctypes) and `FakeStream` (tests/fuzz/python/lifetime_machine.py), a stream
-object like a framework's: created by the fake driver, destroyed in __del__, exposing __cuda_stream__. Any driver call on a destroyed stream aborts the child.
+The test skips when the fake driver was not built. Two forms:
+- `run_child(code)` prepends `PRELUDE`, which gives the child `FAKE` (the fake driver through ctypes) and
+  `FakeStream` (tests/fuzz/python/lifetime_machine.py), a stream object like a framework's: created by the fake
+  driver, destroyed in __del__, exposing __cuda_stream__. Any driver call on a destroyed stream aborts the child.
+  Returns the CompletedProcess.
+- `run_json_child(code, devices)` runs `code` as it is on `devices` made-up GPUs; the child prints one JSON line
+  last, which comes back decoded (a non-zero exit fails the test).
 """
+import json
 import os
 import subprocess
 import sys
@@ -44,3 +49,11 @@ def run_child(code, args=(), extra_env=None, timeout=300):
     """Runs PRELUDE + code in a child Python on the fake driver; returns the CompletedProcess (text)."""
     return subprocess.run([sys.executable, "-c", PRELUDE + code, *args], capture_output=True, text=True,
                           timeout=timeout, env=fake_driver_env(extra_env))
+
+
+def run_json_child(code, devices=1, timeout=300):
+    """Runs `code` with FAKE_CUDA_DEVICES=`devices`; returns the JSON of its last stdout line."""
+    env = fake_driver_env({"FAKE_CUDA_DEVICES": str(devices)})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])

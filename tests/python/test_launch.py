@@ -89,9 +89,12 @@ def test_none_is_a_null_pointer(k):
     (dict(big=2 ** 64), OverflowError, "does not fit"),
     (dict(f="1.0"), TypeError, "cannot pass a str"),
     (dict(b=dev(device="cpu")), ValueError, "cpu memory"),
-    (dict(b=dev(device="cuda:1")), ValueError, "all arrays must be on one device"),
+    pytest.param(dict(b=lambda: dev(device="cuda:1")), ValueError, "all arrays must be on one device",
+                 marks=pytest.mark.skipif(len(jitbridge.driver_info()["devices"]) == 1,
+                                          reason="from_ptr refuses cuda:1 where the driver sees one GPU")),
 ])
 def test_bad_arguments_are_named(k, over, exc, words):
+    over = {name: value() if callable(value) else value for name, value in over.items()}
     with pytest.raises(exc) as info:
         k._pack(*args(**over))
     assert words in str(info.value)

@@ -7,13 +7,9 @@ cuda:2. jitbridge_testing.shortcut_launches(kernel) counts the launches that too
 each call; the tests below check the records: a launch alternating between devices takes the shortcut on each once
 the kernel has been resolved there, reaches the driver on the arrays' device with their addresses, and the shortcut
 declines (the full path runs and words the error) where it must."""
-import json
-import subprocess
-import sys
-
 import pytest
 
-from fake_driver import fake_driver_env
+from fake_driver import run_json_child
 
 CHILD = r'''
 import ctypes, json, sys
@@ -98,10 +94,7 @@ print(json.dumps(records))
 @pytest.fixture(scope="module")
 def records():
     """The child's records, by label."""
-    env = fake_driver_env({"FAKE_CUDA_DEVICES": "3"})
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return {r["label"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])}
+    return {r["label"]: r for r in run_json_child(CHILD, devices=3)}
 
 
 def assert_launched(r, device, shortcut):

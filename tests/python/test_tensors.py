@@ -96,7 +96,9 @@ def test_legacy_capsule_round_trip_through_as_array():
 
 
 @pytest.mark.parametrize("kwargs,exc,why", [
-    ({"dl_device": (1, 0)}, BufferError, r"dl_device=\(1, 0\)"),
+    ({"dl_device": (1, 0), "copy": False}, BufferError, r"dl_device=\(1, 0\) asks for host memory .* copy=False"),
+    ({"dl_device": (1, 3)}, BufferError, r"dl_device=\(1, 3\) asks for another host"),
+    ({"dl_device": (1, "0")}, TypeError, r"dl_device\[1\] must be an int"),
     ({"dl_device": (2, 7)}, BufferError, "does not copy across devices"),
     ({"dl_device": "cuda"}, TypeError, "dl_device must be"),
     ({"stream": "s"}, TypeError, "stream must be an int"),

@@ -48,8 +48,19 @@ inline bool operator!=(DLDataType a, DLDataType b) { return !(a == b); }
 // A __cuda_array_interface__ typestr ("<f4", "|b1", "<V2" read as bfloat16, "<c8").
 // Throws InteropError(value) naming `arg` for big-endian, unknown or malformed strings.
 DLDataType dtype_from_typestr(std::string_view typestr, std::string_view arg);
-// The typestr jitbridge exports for a dtype ("<f4"); bfloat16 is "<V2" as torch writes it.
+// The typestr jitbridge exports for a dtype ("<f4"); bfloat16 is "<V2" as torch writes it, the fp8
+// dtypes "|V1" (the raw byte ml_dtypes' float8 types also write; cai_descr_name says which).
 std::string typestr_of(DLDataType dtype);
+// The 8-bit float dtypes (DLPack's kDLFloat8_* codes, one lane).
+inline bool is_fp8(DLDataType d) {
+  return d.code >= kDLFloat8_e3m4 && d.code <= kDLFloat8_e8m0fnu && d.bits == 8 && d.lanes == 1;
+}
+// The field name jitbridge writes in a __cuda_array_interface__ 'descr' ([(name, typestr)]) for
+// `dtype`: the dtype's name for fp8 ("float8_e4m3fn"), so a "|V1" array can be read back as what it
+// is (CuPy and Numba read the typestr only); "" for every other dtype (NumPy's unnamed field).
+std::string cai_descr_name(DLDataType dtype);
+// The fp8 dtype a CAI 'descr' field name names (cai_descr_name's inverse), else nullopt.
+std::optional<DLDataType> fp8_from_descr_name(std::string_view name);
 
 std::string device_name(DLDevice device);  // "cuda:0", "cpu"
 // Memory a CUDA kernel can address: device memory or managed memory.

@@ -36,6 +36,7 @@ struct ArgValue {
   double f = 0;                      // floating; complex: the real part
   double im = 0;                     // complex: the imaginary part
   bool complex_single = false;       // complex: numpy.complex64 (both parts are floats)
+  std::uint8_t float_bits = 64;      // floating: the caller's width (32: numpy.float32, 16: numpy.float16)
   const void* data = nullptr;        // bytes
   std::size_t size = 0;              // bytes
   const char* python_type = nullptr; // the caller's type name for messages ("float", "numpy.float64")
@@ -175,7 +176,8 @@ std::vector<std::size_t> param_offsets(const Signature& signature);
 std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given);
 
 // Packs a parameter without a signature (kernels from .cubin/.ptx files): arrays and None as
-// 8-byte pointers, ints as `size`-byte integers, floats as float (4) or double (8), bytes as is.
+// 8-byte pointers, ints as `size`-byte integers, floats as float (4) or double (8) (a NumPy float16
+// also as __half into 2 bytes), bytes as is.
 // `size` comes from cuKernelGetParamInfo. Throws ArgumentError when the value cannot fit (a float
 // beyond float's range in 4 bytes: overflow).
 void pack_unchecked(std::size_t index, std::size_t size, const ArgValue& value, ArgBuffer& out, PackResult& where);

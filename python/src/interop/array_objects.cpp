@@ -46,6 +46,9 @@ py::dict view_cai_export(const ArrayViewObject& v) {
   py::dict d;
   d["shape"] = to_tuple(v.view.shape);
   d["typestr"] = typestr;
+  py::list descr;
+  descr.append(py::make_tuple(cai_descr_name(v.view.dtype), typestr));  // names fp8 dtypes (|V1)
+  d["descr"] = descr;
   d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(v.view.ptr()), v.view.readonly);
   if (v.view.is_c_contiguous()) {
     d["strides"] = py::none();
@@ -87,6 +90,15 @@ ArrayViewObject from_ptr(py::handle ptr_obj, py::handle shape_obj, py::handle dt
   Dims shape = parse_shape(shape_obj, "from_ptr(shape)");
   DLDataType dtype = parse_dtype(dtype_obj, "from_ptr(dtype)");
   std::optional<DLDevice> device = parse_device(device_obj, "from_ptr(device)");
+  // A device the driver does not have: refused where there is a driver to ask (without one, a view
+  // is a description only, and any launch on it needs a driver, which then refuses it).
+  if (device && is_cuda(*device) && try_driver()) {
+    const int count = Device::count();
+    if (device->device_id >= count)
+      throw py::value_error(fmt::format("from_ptr(device): {} does not exist: the CUDA driver sees {} device{}{}",
+                                        device_name(*device), count, count == 1 ? "" : "s",
+                                        count ? fmt::format(" (cuda:0 to cuda:{})", count - 1) : std::string()));
+  }
   Dims strides;
   if (!strides_obj.is_none()) {
     strides = parse_ints(strides_obj, "from_ptr(strides)", true);

@@ -23,6 +23,7 @@ struct InternedNames {
   PyObject* qualname = PyUnicode_InternFromString("__qualname__");
   PyObject* shape = PyUnicode_InternFromString("shape");
   PyObject* typestr = PyUnicode_InternFromString("typestr");
+  PyObject* descr = PyUnicode_InternFromString("descr");
   PyObject* data = PyUnicode_InternFromString("data");
   PyObject* version = PyUnicode_InternFromString("version");
   PyObject* strides = PyUnicode_InternFromString("strides");
@@ -67,6 +68,9 @@ void int_sequence(PyObject* seq, Dims& out, const char* arg, const char* what);
 std::uintptr_t address_item(PyObject* v, const char* arg, const char* what);
 // The device of CUDA memory known only by its address (0 with one GPU; else the driver says).
 int cai_device(std::uintptr_t ptr, const char* arg);
+// The fp8 dtype a CAI 'descr' of exactly [(name, "|V1")] names (cai_descr_name), else nullopt
+// (`descr` may be nullptr). Reads exact lists, tuples and strs only: no Python code runs.
+std::optional<DLDataType> fp8_of_descr(PyObject* descr);
 // An array described by CAI fields (address, shape, byte strides or NULL for C order, dtype) into
 // `view`, its device found from the address (cai_device); then, when it is not empty, `producer`
 // ordered before `consumer`. Throws InteropError and ValueError naming `arg`.

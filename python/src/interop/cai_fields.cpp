@@ -54,6 +54,23 @@ void fill_cai_view(std::uintptr_t ptr, bool readonly, const std::int64_t* shape,
   if (view.size() != 0 && producer != consumer) stream_wait(view.device.device_id, consumer, producer);
 }
 
+std::optional<DLDataType> fp8_of_descr(PyObject* descr) {
+  if (!descr || !PyList_CheckExact(descr) || PyList_GET_SIZE(descr) != 1) return std::nullopt;
+  PyObject* field = PyList_GET_ITEM(descr, 0);
+  if (!PyTuple_CheckExact(field) || PyTuple_GET_SIZE(field) != 2) return std::nullopt;
+  PyObject* name = PyTuple_GET_ITEM(field, 0);
+  PyObject* type = PyTuple_GET_ITEM(field, 1);
+  if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(type) || PyUnicode_CompareWithASCIIString(type, "|V1") != 0)
+    return std::nullopt;
+  Py_ssize_t n = 0;
+  const char* text = PyUnicode_AsUTF8AndSize(name, &n);
+  if (!text) {
+    PyErr_Clear();  // a name that is not valid text names no dtype
+    return std::nullopt;
+  }
+  return fp8_from_descr_name(std::string_view(text, static_cast<std::size_t>(n)));
+}
+
 void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const char* arg) {
   const InternedNames& k = interned_names();
   if (!PyDict_Check(iface))
@@ -124,7 +141,13 @@ void view_cai_dict(PyObject* iface, CUstream consumer, ArrayView& view, const ch
     producer = stream_from_int(static_cast<std::uintptr_t>(s));
   }
   // Validate fully before asking the driver anything.
-  const DLDataType dtype = dtype_from_typestr(typestr, arg);
+  DLDataType dtype = dtype_from_typestr(typestr, arg);
+  if (dtype == opaque_bytes(1)) {
+    // "|V1" with a descr naming an fp8 dtype, as jitbridge exports fp8 (only exact lists, tuples
+    // and strs are read: no Python code runs; anything else leaves the raw byte).
+    const py::object descr = dict_item(iface, k.descr);
+    if (std::optional<DLDataType> named = fp8_of_descr(descr.ptr())) dtype = *named;
+  }
   fill_cai_view(ptr, readonly, shape.data(), shape.size(), has_strides ? strides.data() : nullptr, dtype, producer,
                 consumer, view, arg);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
+#include "interop/host_copy.hpp"
 #include "interop/interop_objects.hpp"
 #include "interop/stream_owners.hpp"
 #include "jitbridge/device.hpp"
@@ -16,6 +17,7 @@ namespace {
 py::object tensor_dlpack(const TensorObject& self, py::handle stream, py::handle max_version, py::handle dl_device,
                          py::handle copy) {
   const DeviceTensor& t = self.tensor;
+  if (asks_for_host(dl_device)) return tensor_dlpack_to_host(t, stream, max_version, dl_device, copy);
   const DlpackRequest r = parse_dlpack_request(stream, max_version, dl_device, copy, t.view().device, "Tensor.__dlpack__");
   DeviceTensor exported = r.copy ? t.copy() : t;
   // The consumer's int (cupy.from_dlpack, torch.from_dlpack pass their current stream): its owner
@@ -32,7 +34,7 @@ py::dict tensor_cai(const TensorObject& self) {
   d["shape"] = to_tuple(t.view().shape);
   d["typestr"] = typestr;
   py::list descr;
-  descr.append(py::make_tuple("", typestr));
+  descr.append(py::make_tuple(cai_descr_name(t.view().dtype), typestr));
   d["descr"] = descr;
   d["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(t.view().ptr()), false);
   d["strides"] = py::none();  // always C-contiguous
@@ -252,8 +254,11 @@ no host sync), becomes the tensor's stream, and the tensor's memory is freed onl
 queued on it. The tensor keeps that stream alive when it is CuPy's current Stream (torch's and the
 default streams need nothing); any other handle must outlive the tensor. max_version >= (1, 0)
 gives a versioned capsule, else a legacy one. dl_device must be this tensor's device
-(BufferError otherwise). copy=True exports a fresh copy (queued on the tensor's stream); None and
-False never copy. The capsule keeps the memory alive until its consumer
+(BufferError otherwise) or the host, (1, 0): then a host copy is handed over (copy True or None;
+False is a BufferError), copied on the tensor's stream (or on `stream`, after it waits for the
+tensor's) and finished before this returns, since a host consumer cannot wait on a stream
+(numpy.from_dlpack(t, device='cpu')). copy=True exports a fresh copy (queued on the tensor's
+stream); None and False never copy on the device. The capsule keeps the memory alive until its consumer
 deletes it, or until the capsule itself goes if no one consumed it.)")
       .def("__dlpack_device__",
            [](const TensorObject& t) { return py::make_tuple(static_cast<int>(kDLCUDA), t.tensor.device()); },

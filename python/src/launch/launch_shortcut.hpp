@@ -20,9 +20,9 @@ struct KernelObject;
 // One argument of a shortcut: what its Python type is, and how it becomes its parameter's bytes.
 struct ShortcutArg {
   // integer: exactly int; index_integer: other integers (NumPy's), through __index__; floating: any
-  // number into a float/double parameter, through __float__.
-  // buffer: bytes or another buffer (NumPy scalars such as float32, structured scalars) of exactly
-  // the parameter's size, copied as they are.
+  // number into a float/double parameter (numpy.float32/float16 too), through __float__.
+  // buffer: bytes or another buffer (structured scalars) of exactly the parameter's size, copied as
+  // they are.
   enum class Kind : std::uint8_t {
     exchange_array, cupy_array, numba_array, null_pointer, integer, index_integer, boolean, floating, buffer
   };

@@ -66,12 +66,15 @@ bool scalar_value(PyObject* o, std::size_t i, ArgValue& v, Py_buffer& buffer, co
       return false;
     }
     case ScalarClass::floating: {
+      // numpy.float32 / numpy.float16 through __float__: their values are doubles exactly.
       double d = PyFloat_AsDouble(o);
       if (d == -1.0 && PyErr_Occurred())
         raise_from_current(PyExc_TypeError, fmt::format("{}: argument {}: float() of the {} failed", kernel, i,
                                                         type_name(o)));
       v.kind = ArgValue::Kind::floating;
       v.f = d;
+      const int bits = numpy_float_bits(Py_TYPE(o));
+      v.float_bits = static_cast<std::uint8_t>(bits ? bits : 64);
       return false;
     }
     case ScalarClass::complex: {
@@ -118,11 +121,22 @@ ScalarClass classify_scalar(PyObject* o) {
   if (PyComplex_Check(o) || std::strcmp(type->tp_name, "numpy.complex64") == 0) return ScalarClass::complex;
   if (std::strcmp(type->tp_name, "numpy.clongdouble") == 0 || std::strcmp(type->tp_name, "numpy.complex256") == 0)
     return ScalarClass::other;
-  if (PyFloat_Check(o) || (type->tp_as_number && type->tp_as_number->nb_float && !PyObject_CheckBuffer(o)))
+  if (PyFloat_Check(o) || (type->tp_as_number && type->tp_as_number->nb_float && !PyObject_CheckBuffer(o)) ||
+      numpy_float_bits(type) != 0)
     return ScalarClass::floating;
   if (PyBytes_Check(o)) return ScalarClass::bytes;
   if (PyObject_CheckBuffer(o)) return ScalarClass::buffer;
   return ScalarClass::other;
+}
+
+int numpy_float_bits(PyTypeObject* type) {
+  // Exactly NumPy's types (a static type's tp_name is its qualified name; subclasses have their own),
+  // recognised without importing NumPy.
+  const char* name = type->tp_name;
+  if (std::strncmp(name, "numpy.float", 11) != 0) return 0;
+  if (std::strcmp(name + 11, "32") == 0) return 32;
+  if (std::strcmp(name + 11, "16") == 0) return 16;
+  return 0;
 }
 
 bool int64_argument(PyObject* o, long long& v) {

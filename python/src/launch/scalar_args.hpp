@@ -10,12 +10,16 @@ namespace jitbridge::python {
 
 // How a launch argument that is not an array is read, decided by its type alone (the full path
 // and the shortcut agree through this): None; a bool (Python's or NumPy's); an integer (int and
-// anything with __index__); a float (float and anything with __float__ that is not a buffer);
-// a complex (complex and its subclasses such as numpy.complex128, and numpy.complex64; never as
-// bytes); bytes; another buffer (bytearray, memoryview, NumPy structured scalars); anything else
-// (numpy.clongdouble included: no parameter type holds it).
+// anything with __index__); a float (float and anything with __float__ that is not a buffer;
+// numpy.float64 is a float, and numpy.float32 and numpy.float16 are floats too: by value, never as
+// their bytes); a complex (complex and its subclasses such as numpy.complex128, and numpy.complex64;
+// never as bytes); bytes; another buffer (bytearray, memoryview, NumPy structured scalars, NumPy's
+// other floats such as longdouble); anything else (numpy.clongdouble included: no parameter type holds it).
 enum class ScalarClass { none, boolean, integer, floating, bytes, buffer, other, complex };
 ScalarClass classify_scalar(PyObject* o);
+// 32 for exactly numpy.float32, 16 for exactly numpy.float16 (by the type's name: NumPy is never
+// imported), else 0.
+int numpy_float_bits(PyTypeObject* type);
 // An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
 // through __index__. False, with the Python error (if any) left set, otherwise.
 bool int64_argument(PyObject* o, long long& v);

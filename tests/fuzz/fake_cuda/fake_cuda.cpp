@@ -1,15 +1,18 @@
 // fake_cuda.cpp — a stand-in libcuda.so.1 with made-up GPUs (one; FAKE_CUDA_DEVICES=n for up to 8), so that fuzzed launches reach validate_launch and a recorded cuLaunchKernel on a machine without one.
-// Only what jitbridge asks is implemented; memory is never touched (addresses are made up), copies fail.
+// Only what jitbridge asks is implemented. Allocations get made-up addresses; the bytes behind them exist only once a
+// copy or memset touches them (host memory of the allocation's size), so copies and memsets work on what was allocated.
 #include <cuda.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "fake_cuda.h"
 
@@ -262,10 +265,34 @@ CUresult fLaunchKernelEx(const CUlaunchConfig* c, CUfunction, void**, void** ext
          c->attrs, c->numAttrs);
   return CUDA_SUCCESS;
 }
+// Live allocations by address: their size, and their bytes once touched (sized then, filled with 0xA5; up to 1 GiB).
+struct Allocation {
+  std::size_t bytes = 0;
+  std::vector<unsigned char> data;
+};
+std::mutex g_memory_mutex;
+std::map<CUdeviceptr, Allocation> g_memory;
+FakeCudaCopy g_last_copy{};
+// The bytes [p, p + n) of one live allocation, or nullptr. g_memory_mutex held.
+unsigned char* bytes_at(CUdeviceptr p, std::size_t n) {
+  auto it = g_memory.upper_bound(p);
+  if (it == g_memory.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  const std::size_t offset = p - it->first;
+  if (offset > a.bytes || n > a.bytes - offset || a.bytes > (std::size_t{1} << 30)) return nullptr;  // 1 GiB at most
+  if (a.data.size() != a.bytes) a.data.assign(a.bytes, 0xA5);
+  return a.data.data() + offset;
+}
 CUresult fMemAlloc(CUdeviceptr* p, std::size_t bytes) {
-  *p = g_next_address.fetch_add((bytes + 0xffff) & ~std::uint64_t{0xffff});
-  std::lock_guard<std::mutex> lock(book().mutex);
-  book().allocations.insert(*p);
+  // 64 KiB steps, one at least: every live allocation has its own address (a zero-byte one too)
+  *p = g_next_address.fetch_add(bytes ? (bytes + 0xffff) & ~std::uint64_t{0xffff} : 0x10000);
+  {
+    std::lock_guard<std::mutex> lock(book().mutex);
+    book().allocations.insert(*p);
+  }
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  g_memory[*p].bytes = bytes;
   return CUDA_SUCCESS;
 }
 CUresult fMemAllocAsync(CUdeviceptr* p, std::size_t bytes, CUstream s) {
@@ -275,11 +302,15 @@ CUresult fMemAllocAsync(CUdeviceptr* p, std::size_t bytes, CUstream s) {
 // A free of an address not allocated (or freed twice) aborts: it is always a bug in the caller.
 CUresult fMemFree(CUdeviceptr p) {
   if (p == 0) return CUDA_SUCCESS;
-  std::lock_guard<std::mutex> lock(book().mutex);
-  if (book().allocations.erase(p) == 0) {
-    std::fprintf(stderr, "fake_cuda: free of %#llx, which is not allocated\n", static_cast<unsigned long long>(p));
-    std::abort();
+  {
+    std::lock_guard<std::mutex> lock(book().mutex);
+    if (book().allocations.erase(p) == 0) {
+      std::fprintf(stderr, "fake_cuda: free of %#llx, which is not allocated\n", static_cast<unsigned long long>(p));
+      std::abort();
+    }
   }
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  g_memory.erase(p);
   return CUDA_SUCCESS;
 }
 CUresult fMemFreeAsync(CUdeviceptr p, CUstream s) {
@@ -287,8 +318,41 @@ CUresult fMemFreeAsync(CUdeviceptr p, CUstream s) {
   return fMemFree(p);
 }
 CUresult fNotSupported() { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult fMemsetD8Async(CUdeviceptr, unsigned char, std::size_t, CUstream s) {
+// One copy (kind 1: host to device, 2: device to host, 3: device to device) of allocated memory.
+CUresult copy(int kind, void* dst_host, CUdeviceptr dst, const void* src_host, CUdeviceptr src, std::size_t n,
+              CUstream stream) {
+  FAKE_CHECK_STREAM(stream);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  unsigned char* to = dst_host ? static_cast<unsigned char*>(dst_host) : bytes_at(dst, n);
+  const unsigned char* from = src_host ? static_cast<const unsigned char*>(src_host) : bytes_at(src, n);
+  if (!to || !from) return CUDA_ERROR_INVALID_VALUE;
+  if (n) std::memmove(to, from, n);
+  ++g_last_copy.count;
+  g_last_copy.kind = kind;
+  g_last_copy.bytes = n;
+  g_last_copy.stream = reinterpret_cast<std::uintptr_t>(stream);
+  return CUDA_SUCCESS;
+}
+CUresult fMemcpyHtoDAsync(CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
+  return copy(1, nullptr, dst, src, 0, n, s);
+}
+CUresult fMemcpyDtoHAsync(void* dst, CUdeviceptr src, std::size_t n, CUstream s) {
+  return copy(2, dst, 0, nullptr, src, n, s);
+}
+CUresult fMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s) {
+  return copy(3, nullptr, dst, nullptr, src, n, s);
+}
+CUresult fMemsetD8Async(CUdeviceptr p, unsigned char v, std::size_t n, CUstream s) {
   FAKE_CHECK_STREAM(s);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  if (unsigned char* to = bytes_at(p, n)) std::memset(to, v, n);  // memory never touched needs nothing
+  return CUDA_SUCCESS;
+}
+CUresult fStreamSynchronize(CUstream s) {
+  FAKE_CHECK_STREAM(s);
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  ++g_last_copy.syncs;
+  g_last_copy.synced_stream = reinterpret_cast<std::uintptr_t>(s);
   return CUDA_SUCCESS;
 }
 CUresult fMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
@@ -324,7 +388,7 @@ CUresult fStreamDestroy(CUstream s) {
   if (book().live.erase(reinterpret_cast<std::uintptr_t>(s))) book().destroyed.insert(reinterpret_cast<std::uintptr_t>(s));
   return CUDA_SUCCESS;
 }
-CUresult fStreamUse(CUstream s) {  // cuStreamSynchronize, cuStreamQuery
+CUresult fStreamUse(CUstream s) {  // cuStreamQuery
   FAKE_CHECK_STREAM(s);
   return CUDA_SUCCESS;
 }
@@ -374,10 +438,10 @@ const Entry kEntries[] = {
     FAKE(cuKernelGetAttribute, fKernelGetAttribute), FAKE(cuFuncGetAttribute, fFuncGetAttribute),
     FAKE(cuLaunchKernel, fLaunchKernel), FAKE(cuLaunchKernelEx, fLaunchKernelEx), FAKE(cuMemAlloc, fMemAlloc),
     FAKE(cuMemFree, fMemFree), FAKE(cuMemcpyHtoD, fNotSupported), FAKE(cuMemcpyDtoH, fNotSupported),
-    FAKE(cuStreamSynchronize, fStreamUse), FAKE(cuCtxPushCurrent, fCtxPush), FAKE(cuCtxPopCurrent, fCtxPop),
+    FAKE(cuStreamSynchronize, fStreamSynchronize), FAKE(cuCtxPushCurrent, fCtxPush), FAKE(cuCtxPopCurrent, fCtxPop),
     FAKE(cuMemAllocAsync, fMemAllocAsync), FAKE(cuMemFreeAsync, fMemFreeAsync),
-    FAKE(cuMemsetD8Async, fMemsetD8Async), FAKE(cuMemcpyDtoDAsync, fNotSupported),
-    FAKE(cuMemcpyHtoDAsync, fNotSupported), FAKE(cuMemcpyDtoHAsync, fNotSupported), FAKE(cuMemGetInfo, fMemGetInfo),
+    FAKE(cuMemsetD8Async, fMemsetD8Async), FAKE(cuMemcpyDtoDAsync, fMemcpyDtoDAsync),
+    FAKE(cuMemcpyHtoDAsync, fMemcpyHtoDAsync), FAKE(cuMemcpyDtoHAsync, fMemcpyDtoHAsync), FAKE(cuMemGetInfo, fMemGetInfo),
     FAKE(cuEventCreate, fEventCreate), FAKE(cuEventRecord, fEventRecord), FAKE(cuEventDestroy, fSuccess0),
     FAKE(cuEventSynchronize, fSuccess0), FAKE(cuEventQuery, fSuccess0), FAKE(cuEventElapsedTime, fEventElapsed),
     FAKE(cuStreamWaitEvent, fStreamWaitEvent), FAKE(cuStreamCreate, fStreamCreate),
@@ -437,6 +501,11 @@ __attribute__((visibility("default"))) long fake_cuda_stale_stream_uses() {
 __attribute__((visibility("default"))) long fake_cuda_live_allocations() {
   std::lock_guard<std::mutex> lock(book().mutex);
   return static_cast<long>(book().allocations.size());
+}
+
+__attribute__((visibility("default"))) void fake_cuda_last_copy(FakeCudaCopy* out) {
+  std::lock_guard<std::mutex> lock(g_memory_mutex);
+  *out = g_last_copy;
 }
 
 __attribute__((visibility("default"))) int fake_cuda_last_launch_device() {

@@ -29,9 +29,21 @@ struct FakeCudaLaunch {
   unsigned char params[4096];   // its first bytes
 };
 
+// The copies so far (cuMemcpy*Async between allocated memory and the host) and stream syncs.
+struct FakeCudaCopy {
+  std::uint64_t count;          // copies so far
+  int kind;                     // the last: 1 host to device, 2 device to host, 3 device to device
+  std::size_t bytes;            // its size
+  std::uintptr_t stream;        // its stream
+  std::uint64_t syncs;          // cuStreamSynchronize calls so far
+  std::uintptr_t synced_stream; // the last one's stream
+};
+
 extern "C" {
 // Copies the last launch into `out` (count == 0: none yet). Exported by the fake libcuda.so.1.
 void fake_cuda_last_launch(FakeCudaLaunch* out);
+// Copies the copy record into `out`. Exported by the fake libcuda.so.1.
+void fake_cuda_last_copy(FakeCudaCopy* out);
 // The ordinal of the device whose context was current at the last launch (-1: none yet, or no context).
 int fake_cuda_last_launch_device();
 // Streams, as a framework's would be: cuStreamCreate / cuStreamDestroy (0: success). Handles are never reused;

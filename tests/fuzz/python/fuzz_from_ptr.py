@@ -19,6 +19,8 @@ DTYPE_NAMES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "in
                "d", "f", "float_", "", "\ud800", "torch.", "=i2", ">i1"]
 NP_DTYPES = [numpy.float32, numpy.dtype("float16"), numpy.dtype(">f4"), numpy.dtype("<u2"), numpy.longdouble,
              numpy.dtype("datetime64[s]"), numpy.dtype("U3"), numpy.bool_, numpy.dtype([("a", "<f4")]), numpy.int8]
+_INFO = jitbridge.driver_info()
+DRIVER_DEVICES = len(_INFO["devices"]) if _INFO["found"] else None   # from_ptr refuses ordinals beyond these
 DEVICES = [("none",), ("int", 0), ("int", 1), ("int", 2**31), ("int", -1), ("str", "cuda:0"), ("str", "cuda"),
            ("str", "cpu"), ("str", "cuda:999999999"), ("str", "cuda:0000000001"), ("str", "cuda:-1"), ("str", "gpu"),
            ("tuple", [("int", 2), ("int", 0)]), ("tuple", [("int", 1), ("int", 0)]), ("tuple", [("int", 10), ("int", 0)]),
@@ -91,7 +93,7 @@ def test_one(data):
     after = apply_action({"shape": st["shape"], "strides": st["strides"]}, action)
     for lists in states_between({"shape": st["shape"], "strides": st["strides"]}, after):
         for index_ok in (True, False):
-            outcomes.append(ref.judge_from_ptr(dict(st, **lists), index_ok, numpy))
+            outcomes.append(ref.judge_from_ptr(dict(st, **lists), index_ok, numpy, DRIVER_DEVICES))
     v = fc.check(lambda: jitbridge.from_ptr(args["ptr"], args["shape"], args["dtype"], device=args["device"],
                                              strides=args["strides"], owner=owner, readonly=args["readonly"],
                                              stream=args["stream"]),

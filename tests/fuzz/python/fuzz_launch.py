@@ -57,6 +57,8 @@ def last_launch():
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int8", "uint8", "bool", "int64", "complex128"]
 INTS = [0, 1, -1, 127, 128, 255, 256, -128, -129, 2**15, 2**16 - 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1,
         2**63, 2**64 - 1, 2**64, -2**63, -2**63 - 1]
+DRIVER_DEVICES = len(jitbridge.driver_info()["devices"])
+NP_INTS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]  # NumPy integers of every width
 FLOATS = [0.0, -0.0, 1.5, 65504.0, 65504.5, 65520.0, 1e5, 3.4028234663852886e38, 3.5e38, 1e300, float("inf"),
           float("-inf"), float("nan"), 5.96e-8, 1e-45]
 
@@ -83,7 +85,8 @@ def array_spec(fdp, element):
     for s in reversed(shape):
         strides.insert(0, step)
         step *= max(s, 1)
-    device = fdp.PickValueInList([(2, 0)] * 6 + [(13, 0), (1, 0), (2, 1)])
+    # cuda:1 only where the driver has it (from_ptr refuses devices the driver does not see)
+    device = fdp.PickValueInList([(2, 0)] * 6 + [(13, 0), (1, 0), (2, 1) if DRIVER_DEVICES > 1 else (2, 0)])
     facts = dict(ptr=0x7F0000001000 + 256 * fdp.ConsumeIntInRange(0, 255), dtype=dtype, device_type=device[0],
                  device_id=device[1], readonly=fdp.ConsumeIntInRange(0, 3) == 0, shape=shape, strides=strides)
     return (fdp.PickValueInList(["view", "view", "cai"]), facts)
@@ -107,8 +110,10 @@ def value_spec(fdp, param):
         rl_kind = rl.SCALARS.get(s, ("struct", param.size))[0]
         if rl_kind in ("sint", "uint"):
             v = fdp.PickValueInList(INTS) if fdp.ConsumeBool() else fdp.ConsumeIntInRange(-300, 300)
+            np_type = fdp.PickValueInList(NP_INTS)
+            info = numpy.iinfo(np_type)
             return fdp.PickValueInList([("int", v), ("int", v), ("intsub", v), ("index", v, None),
-                                        ("npint", "int64", v if -2**63 <= v < 2**63 else 0)])
+                                        ("npint", np_type, v if info.min <= v <= info.max else 0)])
         if rl_kind == "bool":
             return fdp.PickValueInList([("bool", True), ("bool", False), ("npbool", True), ("int", 1)])
         if rl_kind in ("f32", "f64", "f16", "bf16"):
@@ -141,7 +146,7 @@ def make_arg(spec, ctx, fire=None):
              "strides": tuple(s * item for s in f["strides"])}
         return CAIArg(d, fire or (lambda: None))
     if kind == "npint":
-        return numpy.int64(spec[2])
+        return numpy.dtype(spec[1]).type(spec[2])
     if kind == "npbool":
         return numpy.bool_(spec[1])
     if kind == "npfloat":

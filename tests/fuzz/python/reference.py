@@ -330,8 +330,9 @@ def judge_device_arg(spec, index_ok):
     raise Invalid("not a device name")
 
 
-def judge_from_ptr(st, index_ok, numpy):
-    """jitbridge.from_ptr(ptr, shape, dtype, device=, strides=, readonly=, stream=) as the contract has it."""
+def judge_from_ptr(st, index_ok, numpy, devices=None):
+    """jitbridge.from_ptr(ptr, shape, dtype, device=, strides=, readonly=, stream=) as the contract has it.
+    `devices`: how many GPUs the driver sees (None: no driver, when any CUDA ordinal describes a view)."""
     try:
         p = st["ptr"]
         if p[0] == "index" and not index_ok or p[0] not in ("int", "intsub", "index"):
@@ -348,6 +349,8 @@ def judge_from_ptr(st, index_ok, numpy):
             raise Invalid("a negative extent")
         name = judge_dtype_arg(st["dtype"], numpy)
         device = judge_device_arg(st["device"], index_ok)
+        if devices is not None and device.startswith("cuda:") and int(device[5:]) >= devices:
+            raise Invalid("a device the driver does not have")
         strides = None
         if st["strides"][0] != "none":
             if st["strides"][0] in ("str", "bytes"):

@@ -32,17 +32,17 @@ def arg_value(spec, numpy):
         return ("null",)
     if kind in ("bool", "npbool"):
         return ("bool", bool(spec[1]))
-    if kind in ("int", "intsub", "index", "npint"):
+    if kind in ("int", "intsub", "index", "npint"):  # NumPy integers of any width: their value (__index__)
         v = spec[1] if kind != "npint" else spec[2]
         if not INT64_MIN <= v <= UINT64_MAX:
             raise Invalid("an int beyond 64 bits")
         return ("int", v)
     if kind in ("float", "floatlike"):
         return ("float", spec[1])
-    if kind == "npfloat":  # NumPy float scalars: float64 is a float; the others pass their bytes (buffer protocol)
-        if spec[1] == "float64":
-            return ("float", spec[2])
-        return ("bytes", numpy.array(spec[2], dtype=spec[1]).tobytes())
+    if kind == "npfloat":  # NumPy float64/float32/float16 scalars: their value, as a float (exact in a double)
+        if spec[1] in ("float64", "float32", "float16"):
+            return ("float", float(numpy.array(spec[2], dtype=spec[1])[()]))
+        return ("bytes", numpy.array(spec[2], dtype=spec[1]).tobytes())  # longdouble: its bytes
     if kind == "complex":
         return ("complex", complex(spec[1]), False)
     if kind == "npcomplex":  # numpy.complex128 is a complex; numpy.complex64 too, with float parts
@@ -211,6 +211,8 @@ def is_nan_bytes(b):
     """Whether `b` is a NaN of its width (any NaN satisfies a NaN argument)."""
     if len(b) == 4:
         return math.isnan(struct.unpack("<f", b)[0])
+    if len(b) == 8:
+        return math.isnan(struct.unpack("<d", b)[0])
     if len(b) == 2:
         h = struct.unpack("<H", b)[0]
         return (h & 0x7C00 == 0x7C00 and h & 0x3FF) or (h & 0x7F80 == 0x7F80 and h & 0x7F)
