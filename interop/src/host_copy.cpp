@@ -72,7 +72,7 @@ ArrayView copy_to_host(const DeviceTensor& t, CUstream stream) {
   return out;
 }
 
-DeviceTensor copy_to_device(const ArrayView& src, int device, CUstream stream) {
+DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream) {
   if (src.device.device_type != kDLCPU && src.device.device_type != kDLCUDAHost)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("the array is in {} memory, not host memory", device_name(src.device)));
@@ -88,10 +88,10 @@ DeviceTensor copy_to_device(const ArrayView& src, int device, CUstream stream) {
   }
   const DriverApi& api = driver();
   ContextGuard guard(Device::get(device));
-  check(api.cuMemcpyHtoDAsync(out.buffer()->ptr(), from, bytes, stream), "cuMemcpyHtoDAsync");
+  check(api.cuMemcpyHtoDAsync(out.buffer()->ptr(), from, bytes, stream.handle), "cuMemcpyHtoDAsync");
   // Pinned memory (also exported as kDLCPU by some producers) and our gathered copy are read by
   // the DMA after cuMemcpyHtoDAsync returns: wait, so `src` may change or go once this returns.
-  check(api.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  check(api.cuStreamSynchronize(stream.handle), "cuStreamSynchronize");
   return out;
 }
 

@@ -36,11 +36,11 @@ ArrayView copy_to_host(const DeviceTensor& t, CUstream stream);
 
 // A new DeviceTensor on `device` holding the elements of `src` (host memory: kDLCPU or
 // kDLCUDAHost; any strides, gathered C-contiguous first when it is not), allocated and copied in order
-// on `stream` (cuMemcpyHtoDAsync), which the host then waits for (cuStreamSynchronize): a source in
+// on `stream` (cuMemcpyHtoDAsync; the tensor keeps stream.keepalive as its allocation stream), which the host then waits for (cuStreamSynchronize): a source in
 // pinned memory is read by the DMA after the call returns, and the caller may change or free `src`
 // as soon as this returns. Touches no Python object (callable without the GIL).
 // Throws InteropError(value) for a source that is not host memory or a dtype without whole-byte
 // items, and what DeviceTensor::empty and the driver throw.
-DeviceTensor copy_to_device(const ArrayView& src, int device, CUstream stream);
+DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream);
 
 }  // namespace jitbridge

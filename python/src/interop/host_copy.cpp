@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "interop/interop_objects.hpp"
+#include "interop/stream_owners.hpp"
 #include "jitbridge/host_copy.hpp"
 
 namespace jitbridge::python {
@@ -110,16 +111,17 @@ py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj) {
     throw py::value_error(fmt::format("asarray(device): a jitbridge.Tensor lives in CUDA memory; device must be None, "
                                       "an ordinal or 'cuda:N', not {}",
                                       device_name(*device)));
-  const std::optional<CUstream> stream = parse_stream(stream_obj, "asarray(stream)");
+  // The stream is stored by the new Tensor (its allocation stream): parsed with its owner.
+  const int ordinal = device ? device->device_id : current_device();
+  const StreamRef s = parse_stream_ref(stream_obj, ordinal, "asarray(stream)").value_or(StreamRef(CU_STREAM_LEGACY));
   if (const TensorObject* t = tensor_object(x.ptr())) {
     if (!device || device->device_id == t->tensor.device()) return py::reinterpret_borrow<py::object>(x);
     throw py::value_error(fmt::format("{}: x is a jitbridge.Tensor on cuda:{} and device is cuda:{}; jitbridge does "
                                       "not copy across devices",
                                       arg, t->tensor.device(), device->device_id));
   }
-  const CUstream s = stream.value_or(CU_STREAM_LEGACY);
   ArrayView v;
-  if (!view_array(x.ptr(), s, v, arg)) {
+  if (!view_array(x.ptr(), s.handle, v, arg)) {
     if (!PyObject_CheckBuffer(x.ptr()))
       throw py::type_error(fmt::format("{}: a {} is not an array (expected a host array with __dlpack__ or the "
                                        "buffer protocol, such as a numpy.ndarray)",
@@ -130,7 +132,6 @@ py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj) {
     throw py::value_error(fmt::format("{}: x is in {} memory already; asarray uploads host arrays (kernels take "
                                       "device arrays as they are)",
                                       arg, device_name(v.device)));
-  const int ordinal = device ? device->device_id : current_device();
   TensorObject out;
   try {
     py::gil_scoped_release nogil;
