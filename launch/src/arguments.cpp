@@ -399,6 +399,29 @@ std::vector<ParamPlan> plan_signature(const Signature& signature) {
   return out;
 }
 
+std::optional<DLDataType> plan_dtype(const ParamPlan& plan) {
+  switch (plan.kind) {
+    case ParamPlan::Kind::pointer:
+    case ParamPlan::Kind::tensor_view:
+      if (plan.has_dtype) return plan.dtype;
+      return std::nullopt;
+    case ParamPlan::Kind::by_value: return std::nullopt;
+    case ParamPlan::Kind::scalar: break;
+  }
+  const auto bits = static_cast<std::uint8_t>(8 * plan.scalar_size);
+  switch (plan.scalar) {
+    case Scalar::signed_int: return DLDataType{kDLInt, bits, 1};
+    case Scalar::unsigned_int: return DLDataType{kDLUInt, bits, 1};
+    case Scalar::floating: return DLDataType{kDLFloat, bits, 1};
+    case Scalar::half: return DLDataType{kDLFloat, 16, 1};
+    case Scalar::bfloat16: return DLDataType{kDLBfloat, 16, 1};
+    case Scalar::boolean: return DLDataType{kDLBool, 8, 1};
+    case Scalar::complex64: return DLDataType{kDLComplex, 64, 1};
+    case Scalar::complex128: return DLDataType{kDLComplex, 128, 1};
+  }
+  return std::nullopt;
+}
+
 std::vector<ParamPlan> unchecked_plan(std::vector<ParamPlan> plan) {
   for (ParamPlan& p : plan) {
     if (p.kind != ParamPlan::Kind::pointer && p.kind != ParamPlan::Kind::tensor_view) continue;
@@ -551,7 +574,8 @@ std::vector<std::size_t> param_offsets(const Signature& signature) {
   return offsets;
 }
 
-void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out) {
+void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out,
+                             bool check_args) {
   PackResult where;
   if (!function.info() || !function.info()->signature) {
     const std::vector<std::size_t>& sizes = function.param_sizes();
@@ -565,7 +589,7 @@ void launch_detail::pack_all(const Function& function, const Slot* slots, std::s
     if (sig.params.size() != n)
       throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
     out.reset(sig);
-    const std::vector<ParamPlan>& plan = function.plan();
+    const std::vector<ParamPlan>& plan = function.plan(check_args);
     for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, plan, i, slots[i].value, out, where);
   }
   if (where.device >= 0 && where.device != device)
