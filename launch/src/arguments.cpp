@@ -20,29 +20,27 @@ namespace {
 
 using Scalar = ParamPlan::Scalar;
 
+// A scalar parameter's kind and size, from the one type table (dtype_for_pointee, vector_types.cpp): integers, bool,
+// float, double, __half, __nv_bfloat16. Complex types have their own branch (complex_bits); fp8 and other types
+// without a Scalar kind are passed by value.
 bool scalar_for(std::string_view type, Scalar& kind, std::size_t& size) {
-  struct Entry {
-    const char* spelling;
-    Scalar kind;
-    std::size_t size;
-  };
-  static const Entry table[] = {
-      {"int", Scalar::signed_int, 4},           {"unsigned int", Scalar::unsigned_int, 4},
-      {"long", Scalar::signed_int, 8},          {"unsigned long", Scalar::unsigned_int, 8},
-      {"long long", Scalar::signed_int, 8},     {"unsigned long long", Scalar::unsigned_int, 8},
-      {"short", Scalar::signed_int, 2},         {"unsigned short", Scalar::unsigned_int, 2},
-      {"char", Scalar::signed_int, 1},          {"signed char", Scalar::signed_int, 1},
-      {"unsigned char", Scalar::unsigned_int, 1}, {"bool", Scalar::boolean, 1},
-      {"float", Scalar::floating, 4},           {"double", Scalar::floating, 8},
-      {"__half", Scalar::half, 2},              {"__nv_bfloat16", Scalar::bfloat16, 2},
-  };
-  for (const Entry& e : table)
-    if (type == e.spelling) {
-      kind = e.kind;
-      size = e.size;
-      return true;
-    }
-  return false;
+  if (complex_bits(type)) return false;
+  const std::optional<DLDataType> d = dtype_for_pointee(type);
+  if (!d || d->lanes != 1) return false;
+  switch (d->code) {
+    case kDLInt: kind = Scalar::signed_int; break;
+    case kDLUInt: kind = Scalar::unsigned_int; break;
+    case kDLBool: kind = Scalar::boolean; break;
+    case kDLBfloat: kind = Scalar::bfloat16; break;
+    case kDLFloat:
+      if (d->bits == 16) kind = Scalar::half;
+      else if (d->bits == 32 || d->bits == 64) kind = Scalar::floating;
+      else return false;
+      break;
+    default: return false;
+  }
+  size = itemsize(*d);
+  return true;
 }
 
 std::string describe(const ArgValue& v) {
