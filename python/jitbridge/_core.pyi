@@ -149,6 +149,16 @@ class Param:
         Its alignment in the argument buffer.
         """
     @property
+    def dtype(self) -> str | None:
+        """
+        The dtype the parameter takes, as launches check it: a pointer's or tensor view's element ('float const*' -> 'float32', '__half*' -> 'float16', 'float4*' -> 'float32' with lanes 4), or a scalar's ('int' -> 'int32', '__nv_bfloat16' -> 'bfloat16'). None for void* (any dtype), char* (int8 or uint8) and structs.
+        """
+    @property
+    def element_const(self) -> bool:
+        """
+        For pointers and tensor views: whether the element is const (const float*, Tensor<const float, 2>). False for other parameters.
+        """
+    @property
     def is_const(self) -> bool:
         """
         For pointers: whether the pointee is const.
@@ -159,6 +169,11 @@ class Param:
         'pointer' or 'value'.
         """
     @property
+    def lanes(self) -> int:
+        """
+        For pointers to CUDA vector types: the dtype's elements per pointee (4 for float4*; arrays hold a multiple of it). 1 otherwise.
+        """
+    @property
     def pointee_align(self) -> int:
         """
         For pointers: alignof the pointee (0 for void and incomplete types).
@@ -167,6 +182,11 @@ class Param:
     def pointee_size(self) -> int:
         """
         For pointers: sizeof the pointee (0 for void and incomplete types).
+        """
+    @property
+    def rank(self) -> int:
+        """
+        For jitbridge::Tensor<T, N> views: N. 0 for every other parameter.
         """
     @property
     def size(self) -> int:
@@ -780,4 +800,5 @@ def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     """
     As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).
     """
+_c_api: typing.Any  # value = <capsule object "jitbridge._core._c_api">
 _internals: typing.Any  # value = <capsule object "jitbridge._core._internals">

@@ -6,25 +6,14 @@ import numbers
 from ._opdecl import Launch, OpDeclarationError, Output, _Query, _callable_names, _kernel_name, _kernels_label, _shown
 
 FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
-# Pointee types as jitbridge's signatures spell them (after typedefs) -> the dtype they hold. 'void' and anything
-# not listed take any dtype as far as these checks go (the launch itself still checks).
-C_TYPE_DTYPES = {
-    "float": "float32", "double": "float64", "__half": "float16", "__nv_bfloat16": "bfloat16",
-    "signed char": "int8", "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
-    "int": "int32", "unsigned int": "uint32", "long": "int64", "long long": "int64",
-    "unsigned long": "uint64", "unsigned long long": "uint64", "bool": "bool",
-}
-_TENSOR_PARAM_PREFIX = "jitbridge::Tensor<"
 
 
 def _tensor_param(p):
-    """(takes a tensor, the pointee's dtype or None, pointee is const) for one signature Param."""
-    if p.kind == "pointer":
-        return True, C_TYPE_DTYPES.get(p.type), bool(p.is_const)
-    if p.type.startswith(_TENSOR_PARAM_PREFIX):  # jitbridge::Tensor<float const, 2>
-        elem = p.type[len(_TENSOR_PARAM_PREFIX):].rsplit(",", 1)[0].split()
-        const = "const" in elem
-        return True, C_TYPE_DTYPES.get(" ".join(w for w in elem if w != "const")), const
+    """(takes a tensor, the dtype it must have or None for any, element is const) for one signature Param, as the
+    launch checks read it (Param.dtype, lanes, rank, element_const come from the core). Vector pointees (float4*)
+    take more than one dtype (float32 in a multiple of 4, or float32x4): None here, the launch checks them."""
+    if p.kind == "pointer" or p.rank:
+        return True, p.dtype if p.lanes == 1 else None, bool(p.element_const)
     return False, None, False
 
 
