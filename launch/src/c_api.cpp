@@ -263,36 +263,27 @@ int kernel_resolve(jitbridge_kernel* kernel, int device, jitbridge_function** ou
   });
 }
 
-// One C argument as the packer takes it. Arrays are validated (validate_view) as every view the Python path makes.
+// One C argument as the packer takes it. Arrays are validated as every view the Python path makes.
 void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& function, launch_detail::Slot& s) {
   ArgValue& v = s.value;
   switch (a.kind) {
     case JITBRIDGE_ARG_ARRAY: {
+      // Read as the DLPack path reads a DLTensor (fill_from_dltensor: the one layout reader, validated).
       const jitbridge_array& r = a.array;
-      ArrayView& view = s.view;
-      view.data = r.data;
-      view.byte_offset = 0;
-      view.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
-      view.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
-      view.readonly = r.readonly != 0;
-      if (r.ndim < 0 || static_cast<std::size_t>(r.ndim) > kMaxNdim || (r.ndim > 0 && !r.shape))
-        throw ArgumentError(ArgumentError::Kind::value,
-                            fmt::format("{}: argument {}: ndim is {} with shape {}; 0 to {} dimensions, each array "
-                                        "with ndim > 0 gives its shape", function.name(), index, r.ndim,
-                                        r.shape ? "given" : "NULL", kMaxNdim));
-      const std::size_t ndim = static_cast<std::size_t>(r.ndim);
-      view.shape.assign(r.shape, ndim);
-      if (r.strides)
-        view.strides.assign(r.strides, ndim);
-      else
-        view.strides = contiguous_strides(view.shape);
+      DLTensor t{};
+      t.data = r.data;
+      t.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
+      t.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
+      t.ndim = r.ndim;
+      t.shape = const_cast<std::int64_t*>(r.shape);
+      t.strides = const_cast<std::int64_t*>(r.strides);
       try {
-        validate_view(view, "");
+        fill_from_dltensor(t, r.readonly != 0, s.view, "");
       } catch (const InteropError& e) {
         throw InteropError(e.kind(), fmt::format("{}: argument {}: {}", function.name(), index, e.what()));
       }
       v.kind = ArgValue::Kind::array;
-      v.array = &view;
+      v.array = &s.view;
       return;
     }
     // python_type: how messages name the value ("got a C double; 'int' takes an integer").
