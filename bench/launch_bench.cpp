@@ -1,16 +1,24 @@
 // launch_bench.cpp — the floor for bench_launch.py: host time of raw cuLaunchKernel calls from C++ for
 // k(const float*, const float*, float*, float*, int), grid 1 x block 32, on the legacy default stream.
-// Also the same with the parameters as one buffer, and jitbridge's typed C++ launch() of the kernel. Prints "name microseconds" lines.
+// Also the same with the parameters as one buffer, jitbridge's typed C++ launch() of the kernel, and a launch through
+// the C interface (jitbridge/c_api.h: checked, as a native add-on launches). The four are timed round-robin, each
+// variant's best round kept. Prints "name microseconds" lines (bench_c_api.py prints the ratios).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "jitbridge/c_api.h"
 #include "jitbridge/launch.hpp"
 
 using namespace jitbridge;
 using Clock = std::chrono::steady_clock;
+
+const char* const kSource =
+    "extern \"C\" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) { c[i] = a[i] + b[i]; d[i] = a[i] * b[i]; }\n}\n";
 
 int main() {
   try {
@@ -19,11 +27,7 @@ int main() {
     dev.make_current();
     CompileOptions o;
     o.arch = dev.arch();
-    auto program = compile(
-        "extern \"C\" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {\n"
-        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "  if (i < n) { c[i] = a[i] + b[i]; d[i] = a[i] * b[i]; }\n}\n",
-        o);
+    auto program = compile(kSource, o);
     auto module = Module::from_program(program);
     auto function = module->function("k");
     CUfunction fn = nullptr;
@@ -48,18 +52,12 @@ int main() {
     for (int warm = 0; warm < 3; ++warm) {
       time_it([&] { check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "launch"); });
     }
-    double raw = time_it([&] {
-      check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
-    });
     // The same parameters as one buffer (cuLaunchKernel's `extra` form, which jitbridge's launches use).
     unsigned char space[36];
     std::memcpy(space, buf, sizeof buf);
     std::memcpy(space + 32, &n, sizeof n);
     std::size_t space_size = sizeof space;
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, space, CU_LAUNCH_PARAM_BUFFER_SIZE, &space_size, CU_LAUNCH_PARAM_END};
-    double raw_buffer = time_it([&] {
-      check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, nullptr, extra), "cuLaunchKernel");
-    });
     LaunchConfig config;
     config.grid = {1, 1, 1};
     config.block = {32, 1, 1};
@@ -67,10 +65,79 @@ int main() {
     const float* b = reinterpret_cast<const float*>(buf[1]);
     float* c = reinterpret_cast<float*>(buf[2]);
     float* d = reinterpret_cast<float*>(buf[3]);
-    double typed = time_it([&] { launch(*function, dev, config, a, b, c, d, n); });
+    // The C interface: the kernel compiled again through the cache (a memory hit), resolved on device 0, each array
+    // described as a native add-on would (data, device, dtype, 1-d shape), checked against the signature.
+    char why[256] = "";
+    const JitbridgeCApi* capi = jitbridge_c_api_get(JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, why, sizeof why);
+    if (!capi) throw std::runtime_error(why);
+    jitbridge_source source{};
+    source.struct_size = sizeof source;
+    source.source = kSource;
+    source.arch = o.arch.c_str();
+    jitbridge_kernel* ck = nullptr;
+    jitbridge_function* cf = nullptr;
+    const char* message = nullptr;
+    if (capi->kernel_from_source(&source, "k", &ck) != JITBRIDGE_OK || capi->kernel_resolve(ck, 0, &cf) != JITBRIDGE_OK) {
+      capi->last_error(&message, nullptr);
+      throw std::runtime_error(message);
+    }
+    const std::int64_t shape[1] = {n};
+    jitbridge_arg cargs[5] = {};
+    for (int i = 0; i < 4; ++i) {
+      jitbridge_array& arr = cargs[i].array;
+      cargs[i].kind = JITBRIDGE_ARG_ARRAY;
+      arr.data = reinterpret_cast<void*>(buf[i]);
+      arr.device_type = kDLCUDA;
+      arr.dtype_code = kDLFloat;
+      arr.dtype_bits = 32;
+      arr.dtype_lanes = 1;
+      arr.ndim = 1;
+      arr.shape = shape;
+      arr.readonly = i < 2;
+    }
+    cargs[4].kind = JITBRIDGE_ARG_INT;
+    cargs[4].i = n;
+    jitbridge_launch_config cconfig{};
+    cconfig.struct_size = sizeof cconfig;
+    cconfig.grid[0] = cconfig.grid[1] = cconfig.grid[2] = 1;
+    cconfig.block[0] = 32;
+    cconfig.block[1] = cconfig.block[2] = 1;
+    auto c_api_launch = [&] {
+      if (capi->launch(cf, &cconfig, cargs, 5, 0) != JITBRIDGE_OK) {
+        capi->last_error(&message, nullptr);
+        throw std::runtime_error(message);
+      }
+    };
+    // The same with bare pointers (ndim 0: no shape to read and check), the least a C consumer can describe.
+    jitbridge_arg bare[5];
+    std::memcpy(bare, cargs, sizeof bare);
+    for (int i = 0; i < 4; ++i) {
+      bare[i].array.ndim = 0;
+      bare[i].array.shape = nullptr;
+    }
+    auto c_api_bare = [&] {
+      if (capi->launch(cf, &cconfig, bare, 5, 0) != JITBRIDGE_OK) {
+        capi->last_error(&message, nullptr);
+        throw std::runtime_error(message);
+      }
+    };
+    double raw = 1e30, raw_buffer = 1e30, typed = 1e30, c_api = 1e30, c_api_bare_us = 1e30;
+    for (int round = 0; round < 5; ++round) {
+      raw = std::min(raw, time_it([&] {
+        check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
+      }));
+      raw_buffer = std::min(raw_buffer, time_it([&] {
+        check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, nullptr, extra), "cuLaunchKernel");
+      }));
+      typed = std::min(typed, time_it([&] { launch(*function, dev, config, a, b, c, d, n); }));
+      c_api = std::min(c_api, time_it(c_api_launch));
+      c_api_bare_us = std::min(c_api_bare_us, time_it(c_api_bare));
+    }
     std::printf("raw_culaunchkernel_us %.3f\n", raw);
     std::printf("raw_culaunchkernel_buffer_form_us %.3f\n", raw_buffer);
     std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
+    std::printf("jitbridge_c_api_launch_us %.3f\n", c_api);
+    std::printf("jitbridge_c_api_launch_bare_pointers_us %.3f\n", c_api_bare_us);
     // Where the typed launch's extra time goes: each step alone, in a tight loop (no launch).
     auto step = [&](auto&& one) {
       const int iterations = 200000;
@@ -93,6 +160,7 @@ int main() {
     CUcontext ctx = nullptr;
     std::printf("step_cuCtxGetCurrent_us %.4f\n", step([&] { api.cuCtxGetCurrent(&ctx); }));
     std::printf("step_device_get_us %.4f\n", step([&] { (void)Device::get(0); }));
+    capi->kernel_release(ck);
     for (auto& buffer : buf) api.cuMemFree(buffer);
     return 0;
   } catch (const std::exception& e) {

@@ -9,7 +9,7 @@ set(JITBRIDGE_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/jitbridge")
 
 # Public headers: every layer's include/jitbridge (device headers such as tensor.cuh included), plus dlpack.h,
 # which they include. fmt, xxhash and nlohmann/json are private to the library and not installed.
-foreach(_layer jit launch interop)
+foreach(_layer cuda jit launch interop)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/${_layer}/include/jitbridge" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 endforeach()
 install(FILES "${JITBRIDGE_DLPACK_INCLUDE}/dlpack/dlpack.h"

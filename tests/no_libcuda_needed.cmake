@@ -1,5 +1,5 @@
 # no_libcuda_needed.cmake — `cmake -P no_libcuda_needed.cmake FILE...`: fails if ldd says any FILE needs libcuda, libnvrtc or libnvJitLink.
-# All three are loaded at run time only (dlopen: launch/src/driver.cpp, jit/src/cuda_libraries.cpp), so jitbridge's
+# All three are loaded at run time only (dlopen: cuda/src/driver.cpp, jit/src/cuda_libraries.cpp), so jitbridge's
 # binaries must start on a machine without a driver and without a CUDA toolkit.
 set(_checked 0)
 math(EXPR _last "${CMAKE_ARGC} - 1")

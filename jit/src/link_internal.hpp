@@ -1,4 +1,4 @@
-// link_internal.hpp — internal pieces of linking (jit/src/linker.cpp, relocatable.cpp, cubin_elf.cpp), exposed for the unit tests.
+// link_internal.hpp — internal pieces of linking (jit/src/link.cpp, relocatable.cpp, cubin_elf.cpp), exposed for the unit tests.
 #pragma once
 
 #include <string>
@@ -16,7 +16,7 @@ bool cubin_is_relocatable(std::string_view cubin);
 // The global symbols the cubin references without defining them (what a link must supply).
 std::vector<std::string> cubin_undefined_symbols(std::string_view cubin);
 
-// ---- linker.cpp ----------------------------------------------------------------------------------
+// ---- link.cpp ------------------------------------------------------------------------------------
 // Whether `symbol` belongs to the CUDA device runtime (dynamic parallelism: __cudaCDP*,
 // cudaGetParameterBuffer*, cudaLaunchDevice*, ...).
 bool is_device_runtime_symbol(std::string_view symbol);

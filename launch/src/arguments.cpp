@@ -20,29 +20,27 @@ namespace {
 
 using Scalar = ParamPlan::Scalar;
 
+// A scalar parameter's kind and size, from the one type table (dtype_for_pointee, vector_types.cpp): integers, bool,
+// float, double, __half, __nv_bfloat16. Complex types have their own branch (complex_bits); fp8 and other types
+// without a Scalar kind are passed by value.
 bool scalar_for(std::string_view type, Scalar& kind, std::size_t& size) {
-  struct Entry {
-    const char* spelling;
-    Scalar kind;
-    std::size_t size;
-  };
-  static const Entry table[] = {
-      {"int", Scalar::signed_int, 4},           {"unsigned int", Scalar::unsigned_int, 4},
-      {"long", Scalar::signed_int, 8},          {"unsigned long", Scalar::unsigned_int, 8},
-      {"long long", Scalar::signed_int, 8},     {"unsigned long long", Scalar::unsigned_int, 8},
-      {"short", Scalar::signed_int, 2},         {"unsigned short", Scalar::unsigned_int, 2},
-      {"char", Scalar::signed_int, 1},          {"signed char", Scalar::signed_int, 1},
-      {"unsigned char", Scalar::unsigned_int, 1}, {"bool", Scalar::boolean, 1},
-      {"float", Scalar::floating, 4},           {"double", Scalar::floating, 8},
-      {"__half", Scalar::half, 2},              {"__nv_bfloat16", Scalar::bfloat16, 2},
-  };
-  for (const Entry& e : table)
-    if (type == e.spelling) {
-      kind = e.kind;
-      size = e.size;
-      return true;
-    }
-  return false;
+  if (complex_bits(type)) return false;
+  const std::optional<DLDataType> d = dtype_for_pointee(type);
+  if (!d || d->lanes != 1) return false;
+  switch (d->code) {
+    case kDLInt: kind = Scalar::signed_int; break;
+    case kDLUInt: kind = Scalar::unsigned_int; break;
+    case kDLBool: kind = Scalar::boolean; break;
+    case kDLBfloat: kind = Scalar::bfloat16; break;
+    case kDLFloat:
+      if (d->bits == 16) kind = Scalar::half;
+      else if (d->bits == 32 || d->bits == 64) kind = Scalar::floating;
+      else return false;
+      break;
+    default: return false;
+  }
+  size = itemsize(*d);
+  return true;
 }
 
 std::string describe(const ArgValue& v) {
@@ -399,6 +397,29 @@ std::vector<ParamPlan> plan_signature(const Signature& signature) {
   return out;
 }
 
+std::optional<DLDataType> plan_dtype(const ParamPlan& plan) {
+  switch (plan.kind) {
+    case ParamPlan::Kind::pointer:
+    case ParamPlan::Kind::tensor_view:
+      if (plan.has_dtype) return plan.dtype;
+      return std::nullopt;
+    case ParamPlan::Kind::by_value: return std::nullopt;
+    case ParamPlan::Kind::scalar: break;
+  }
+  const auto bits = static_cast<std::uint8_t>(8 * plan.scalar_size);
+  switch (plan.scalar) {
+    case Scalar::signed_int: return DLDataType{kDLInt, bits, 1};
+    case Scalar::unsigned_int: return DLDataType{kDLUInt, bits, 1};
+    case Scalar::floating: return DLDataType{kDLFloat, bits, 1};
+    case Scalar::half: return DLDataType{kDLFloat, 16, 1};
+    case Scalar::bfloat16: return DLDataType{kDLBfloat, 16, 1};
+    case Scalar::boolean: return DLDataType{kDLBool, 8, 1};
+    case Scalar::complex64: return DLDataType{kDLComplex, 64, 1};
+    case Scalar::complex128: return DLDataType{kDLComplex, 128, 1};
+  }
+  return std::nullopt;
+}
+
 std::vector<ParamPlan> unchecked_plan(std::vector<ParamPlan> plan) {
   for (ParamPlan& p : plan) {
     if (p.kind != ParamPlan::Kind::pointer && p.kind != ParamPlan::Kind::tensor_view) continue;
@@ -553,7 +574,8 @@ std::vector<std::size_t> param_offsets(const Signature& signature) {
   return offsets;
 }
 
-void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out) {
+void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out,
+                             bool check_args) {
   PackResult where;
   if (!function.info() || !function.info()->signature) {
     const std::vector<std::size_t>& sizes = function.param_sizes();
@@ -567,7 +589,7 @@ void launch_detail::pack_all(const Function& function, const Slot* slots, std::s
     if (sig.params.size() != n)
       throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
     out.reset(sig);
-    const std::vector<ParamPlan>& plan = function.plan();
+    const std::vector<ParamPlan>& plan = function.plan(check_args);
     for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, plan, i, slots[i].value, out, where);
   }
   if (where.device >= 0 && where.device != device)

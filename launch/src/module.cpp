@@ -124,6 +124,7 @@ Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::s
   if (!info_ || !info_->signature) return;
   const Signature& sig = *info_->signature;
   plan_ = plan_signature(sig);
+  plan_unchecked_ = unchecked_plan(plan_);
   if (!driver().cuKernelGetParamInfo) return;
   const std::vector<std::size_t> offsets = jitbridge::param_offsets(sig);
   const std::vector<std::size_t>& sizes = param_sizes();

@@ -149,6 +149,16 @@ class Param:
         Its alignment in the argument buffer.
         """
     @property
+    def dtype(self) -> str | None:
+        """
+        The dtype the parameter takes, as launches check it: a pointer's or tensor view's element ('float const*' -> 'float32', '__half*' -> 'float16', 'float4*' -> 'float32' with lanes 4), or a scalar's ('int' -> 'int32', '__nv_bfloat16' -> 'bfloat16'). None for void* (any dtype), char* (int8 or uint8) and structs.
+        """
+    @property
+    def element_const(self) -> bool:
+        """
+        For pointers and tensor views: whether the element is const (const float*, Tensor<const float, 2>). False for other parameters.
+        """
+    @property
     def is_const(self) -> bool:
         """
         For pointers: whether the pointee is const.
@@ -159,6 +169,11 @@ class Param:
         'pointer' or 'value'.
         """
     @property
+    def lanes(self) -> int:
+        """
+        For pointers to CUDA vector types: the dtype's elements per pointee (4 for float4*; arrays hold a multiple of it). 1 otherwise.
+        """
+    @property
     def pointee_align(self) -> int:
         """
         For pointers: alignof the pointee (0 for void and incomplete types).
@@ -167,6 +182,11 @@ class Param:
     def pointee_size(self) -> int:
         """
         For pointers: sizeof the pointee (0 for void and incomplete types).
+        """
+    @property
+    def rank(self) -> int:
+        """
+        For jitbridge::Tensor<T, N> views: N. 0 for every other parameter.
         """
     @property
     def size(self) -> int:
@@ -539,18 +559,8 @@ class _Kernel:
         """
         <RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).
         """
-    def _launch_phases(self, grid: typing.Any, block: typing.Any, args: tuple, n: typing.SupportsInt | typing.SupportsIndex) -> dict:
-        ...
     def _pack(self, *args) -> list:
         ...
-    def _prepared(self, grid: typing.Any, block: typing.Any, args: tuple) -> _Prepared:
-        """
-        Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these arguments, converted, checked and packed once (no checks per call).
-        """
-    def _raw_launch_batch(self, grid: typing.Any, block: typing.Any, args: tuple, batch: typing.SupportsInt | typing.SupportsIndex, buffer_form: bool = False) -> float:
-        """
-        Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments (converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.
-        """
     def max_active_blocks_per_sm(self, block_size: typing.SupportsIndex, shared_mem: typing.SupportsIndex = 0) -> int:
         """
         How many blocks of `block_size` threads using `shared_mem` bytes of dynamic shared memory fit on one multiprocessor of the current device (cuOccupancyMaxActiveBlocksPerMultiprocessor). ValueError for block_size < 1 or shared_mem out of range, NoDriverError without a driver, DriverError if the driver refuses.
@@ -626,11 +636,6 @@ class _Module:
     def program(self) -> typing.Any:
         """
         The compiled Program, or None for a module loaded from a file.
-        """
-class _Prepared:
-    def __call__(self, *args, **kwargs):
-        """
-        Call self as a function.
         """
 def _cuda_search() -> dict:
     """
@@ -805,4 +810,5 @@ def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     """
     As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).
     """
+_c_api: typing.Any  # value = <capsule object "jitbridge._core._c_api">
 _internals: typing.Any  # value = <capsule object "jitbridge._core._internals">

@@ -6,55 +6,27 @@ import numbers
 from ._opdecl import Launch, OpDeclarationError, Output, _Query, _callable_names, _kernel_name, _kernels_label, _shown
 
 FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
-# Pointee types as jitbridge's signatures spell them (after typedefs) -> the dtype they hold. 'void' and anything
-# not listed take any dtype as far as these checks go (the launch itself still checks).
-C_TYPE_DTYPES = {
-    "float": "float32", "double": "float64", "__half": "float16", "__nv_bfloat16": "bfloat16",
-    "signed char": "int8", "unsigned char": "uint8", "short": "int16", "unsigned short": "uint16",
-    "int": "int32", "unsigned int": "uint32", "long": "int64", "long long": "int64",
-    "unsigned long": "uint64", "unsigned long long": "uint64", "bool": "bool",
-}
-_TENSOR_PARAM_PREFIX = "jitbridge::Tensor<"
 
 
 def _tensor_param(p):
-    """(takes a tensor, the pointee's dtype or None, pointee is const) for one signature Param."""
-    if p.kind == "pointer":
-        return True, C_TYPE_DTYPES.get(p.type), bool(p.is_const)
-    if p.type.startswith(_TENSOR_PARAM_PREFIX):  # jitbridge::Tensor<float const, 2>
-        elem = p.type[len(_TENSOR_PARAM_PREFIX):].rsplit(",", 1)[0].split()
-        const = "const" in elem
-        return True, C_TYPE_DTYPES.get(" ".join(w for w in elem if w != "const")), const
+    """(takes a tensor, the dtype it must have or None for any, element is const) for one signature Param, as the
+    launch checks read it (Param.dtype, lanes, rank, element_const come from the core). Vector pointees (float4*)
+    take more than one dtype (float32 in a multiple of 4, or float32x4): None here, the launch checks them."""
+    if p.kind == "pointer" or p.rank:
+        return True, p.dtype if p.lanes == 1 else None, bool(p.element_const)
     return False, None, False
 
 
 class _Value:
     """Something a phase computes from its names (a launch argument, a grid/block/shared_mem rule, an output shape,
     the check): a name's value, a constant, ``numel``/``size`` of a tensor (``query``), or a callable given the
-    names it asks for by position, by keyword or all of them (``all``). ``_Value(env)`` evaluates it over a dict
-    of names; ``source(local, bind, defined)`` writes it as a Python expression over local variables (the compiled
-    runner, _oprunner.py)."""
+    names it asks for by position, by keyword or all of them (``all``). ``source(local, bind, defined)`` writes it
+    as a Python expression over local variables, which the compiled runner (_oprunner.py) runs."""
 
-    __slots__ = ("kind", "fn", "names", "_call")
+    __slots__ = ("kind", "fn", "names")
 
     def __init__(self, kind, fn, names):
         self.kind, self.fn, self.names = kind, fn, names
-        if kind == "name":
-            only = names[0]
-            self._call = lambda env: env[only]
-        elif kind == "constant":
-            self._call = lambda env: fn
-        elif kind == "query":
-            self._call = fn._env_getter()
-        elif kind == "all":
-            self._call = lambda env: fn(**env)
-        elif kind == "positional":
-            self._call = lambda env: fn(*[env[n] for n in names])
-        else:
-            self._call = lambda env: fn(**{n: env[n] for n in names})
-
-    def __call__(self, env):
-        return self._call(env)
 
     def source(self, local, bind, defined):
         """This value as an expression: ``local(name)`` spells a name's variable, ``bind(obj)`` a constant object,
@@ -86,7 +58,8 @@ class _Rule:
 
 
 class _LaunchPlan:
-    """A Launch bound to a phase's names: kernel per dtype key, getters for each argument and the configuration."""
+    """A Launch bound to a phase's names: kernel per dtype key, a _Value for each argument, and the configuration
+    (grid, block, shared_mem: each a _Value or a constant). The compiled runner (_oprunner.py) writes its launch."""
 
     __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem")
 
@@ -94,21 +67,6 @@ class _LaunchPlan:
         self.kernels = launch.kernels
         self.single = launch.kernels.get(None)
         self.getters, self.grid, self.block, self.shared_mem = getters, grid, block, shared_mem
-
-    def run(self, env, key):
-        """Launches with the tensors and scalars in ``env`` (on the arrays' framework's current stream), choosing
-        the kernel for dtype ``key``. A grid with a zero dimension launches nothing."""
-        grid = self.grid(env) if callable(self.grid) else self.grid
-        if grid == 0 or (isinstance(grid, (tuple, list)) and 0 in grid):
-            return
-        block = self.block(env) if callable(self.block) else self.block
-        kernel = self.single if self.single is not None else self.kernels[key]
-        args = tuple([g(env) for g in self.getters])
-        shared = self.shared_mem(env) if callable(self.shared_mem) else self.shared_mem
-        if shared:
-            kernel(grid, block, args, shared_mem=shared)
-        else:
-            kernel(grid, block, args)
 
 
 class Phase:

@@ -54,6 +54,7 @@ void bind_environment(py::module_& m);  // environment.cpp
 void install_warning_handler();         // warnings.cpp
 void bind_kernels(py::module_& m);      // kernels.cpp
 void bind_internals(py::module_& m);    // internals.cpp: the _internals capsule
+void bind_c_api(py::module_& m);        // launch/c_api_capsule.cpp: the _c_api capsule (jitbridge/c_api.h)
 void bind_event_timer(py::module_& m);  // launch/event_timer.cpp: _EventTimer, for jitbridge.benchmark
 
 }  // namespace jitbridge::python

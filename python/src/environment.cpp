@@ -76,7 +76,7 @@ py::dict pick_dict(const ComponentPick& pick) {
   return d;
 }
 
-// libcuda is never searched: the loader's libcuda.so.1 is the driver (launch/src/driver.cpp).
+// libcuda is never searched: the loader's libcuda.so.1 is the driver (cuda/src/driver.cpp).
 py::dict libcuda_dict() {
   std::string why;
   const DriverApi* api = nullptr;

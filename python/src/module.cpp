@@ -20,6 +20,7 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_kernels(m);
   jp::launch_profile::bind(m);
   jp::bind_internals(m);
+  jp::bind_c_api(m);
   jp::bind_event_timer(m);
   jp::install_warning_handler();
 }

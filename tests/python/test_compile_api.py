@@ -48,6 +48,19 @@ def unique(source):
 
 # ---- kernels and signatures -----------------------------------------------------------------
 
+def test_param_dtype_lanes_rank_of_vectors_views_and_chars():
+    p = jitbridge.compile(r'''
+#include <cuda_bf16.h>
+#include <jitbridge/tensor.cuh>
+extern "C" __global__ void k(float4* v, jitbridge::Tensor<const __nv_bfloat16, 3> t, char* c, void* raw, bool b,
+                             double2 z) {}
+''', arch="sm_90")
+    sig = p.kernel("k").signature
+    assert [(x.dtype, x.lanes, x.rank, x.element_const) for x in sig] == [
+        ("float32", 4, 0, False), ("bfloat16", 1, 3, True), (None, 1, 0, False), (None, 1, 0, False),
+        ("bool", 1, 0, False), ("complex128", 1, 0, False)]
+
+
 def test_issue_kernel_signature_params_and_binary():
     p = jitbridge.compile(ISSUE_KERNEL, arch="sm_90")
     assert isinstance(p, jitbridge.Program)
@@ -72,6 +85,10 @@ def test_issue_kernel_signature_params_and_binary():
     assert sig[-1].size == 8 and sig[-1].spelling == "unsigned long long"
     assert sig[0].spelling == "float const*" and sig[0].size == 8
     assert [x.type for x in sig[1:3]] == ["__half", "int"]
+    # The dtypes launches check, from the core's one type table.
+    assert [x.dtype for x in sig] == ["float32", "float16", "int32", None, "uint64"]
+    assert [x.element_const for x in sig] == [True, False, False, False, False]
+    assert [(x.lanes, x.rank) for x in sig] == [(1, 0)] * 5
     with pytest.raises(IndexError):
         sig[5]
     assert repr(sig[0]) == "<Param pointer float const* size=8 align=8>"

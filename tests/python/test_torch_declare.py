@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "examples" / "notebook" / "prototype_kernel.ipynb"
 
 SRC = r'''
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <jitbridge/tensor.cuh>
 template <class T> __global__ void scale(const T* x, T* y, T alpha, long long n) {}
 template <class T> __global__ void scale_grad(const T* gy, T* gx, T alpha, long long n) {}
 extern "C" __global__ void fwd_f(const float* x, float* y, long long n) {}
@@ -27,6 +30,8 @@ extern "C" __global__ void writes_input(float* x, float* y, long long n) {}
 extern "C" __global__ void reads_only(const float* x, const float* y, long long n) {}
 extern "C" __global__ void bwd_f(const float* gy, float* gx, long long n) {}
 extern "C" __global__ void gather(const float* x, const long long* idx, float* y, long long n) {}
+extern "C" __global__ void fwd_h(const __half* x, __half* y, long long n) {}
+extern "C" __global__ void fwd_view(jitbridge::Tensor<const __nv_bfloat16, 2> x, jitbridge::Tensor<__nv_bfloat16, 2> y) {}
 '''
 
 
@@ -35,7 +40,7 @@ def kernels():
     module = jitbridge.RawModule(code=SRC, arch="sm_90", name_expressions=[
         f"{k}<{t}>" for k in ("scale", "scale_grad") for t in ("float", "double")])
     k = types.SimpleNamespace(**{n: module.get_function(n) for n in
-                                 ("fwd_f", "writes_input", "reads_only", "bwd_f", "gather")})
+                                 ("fwd_f", "writes_input", "reads_only", "bwd_f", "gather", "fwd_h", "fwd_view")})
     k.scale = {"float32": module.get_function("scale<float>"), "float64": module.get_function("scale<double>")}
     k.scale_grad = {"float32": module.get_function("scale_grad<float>"),
                     "float64": module.get_function("scale_grad<double>")}
@@ -180,6 +185,22 @@ def test_plain_kernels_fix_the_dtypes_they_take(declare, kernels):
     msg = declaration_error(declare, inputs=("x", "idx"), outputs={"y": Output(like="x")}, backward=(), grads=None,
                             forward=Launch(gather, args=("x", "idx", "y", numel("x")), grid=1, block=32))
     assert "the kernel for float64" in msg and "a float64 tensor, but parameter 0 is float const*" in msg
+
+
+def test_half_bfloat16_and_tensor_view_params_are_dtype_checked_when_declared(declare, kernels):
+    # The pointee and element dtypes come from the core (Param.dtype), so __half, __nv_bfloat16 and Tensor views
+    # are checked at declaration as at launch.
+    plain = dict(inputs=("x",), outputs={"y": Output(like="x")}, backward=(), grads=None)
+    spec = declare(forward=Launch(kernels.fwd_h, args=("x", "y", numel("x")), grid=1, block=32), **plain)
+    assert spec.forward.required[None] == {"x": "float16"}
+    halfs = {"float32": kernels.fwd_h, "float64": kernels.fwd_h}
+    msg = declaration_error(declare, forward=Launch(halfs, args=("x", "y", numel("x")), grid=1, block=32), **plain)
+    assert "args[0] is 'x', a float32 tensor, but parameter 0 is __half const*" in msg and "holds float16" in msg
+    spec = declare(forward=Launch(kernels.fwd_view, args=("x", "y"), grid=1, block=32), **plain)
+    assert spec.forward.required[None] == {"x": "bfloat16"}
+    msg = declaration_error(declare, forward=Launch({"float32": kernels.fwd_view}, args=("x", "y"), grid=1, block=32),
+                            **plain)
+    assert "a float32 tensor, but parameter 0 is jitbridge::Tensor<" in msg and "holds bfloat16" in msg
 
 
 def test_backward_must_cover_the_forward_dtypes(declare, kernels):

@@ -113,6 +113,10 @@ struct ParamPlan {
   std::size_t scalar_size = 0;
 };
 std::vector<ParamPlan> plan_signature(const Signature& signature);
+// The dtype a parameter takes: a pointer's or tensor view's element (the scalar dtype of a vector pointee: `lanes`
+// says how many), a scalar's own ("int" -> int32, "__half" -> float16, "__nv_bfloat16" -> bfloat16, float2 ->
+// complex64). nullopt for void* (any dtype), pointers to structs and by-value structs.
+std::optional<DLDataType> plan_dtype(const ParamPlan& plan);
 // The plan of a launch whose argument checks the caller turned off (check_args=False): every
 // pointer (and tensor view) takes an array of any dtype, count and alignment, read-only ones too.
 // Device memory and the one-device rule still hold; scalars keep their rules.

@@ -62,8 +62,10 @@ void fill(Slot& s, const T& arg, int device) {
   s.value.python_type = "C++ value";
 }
 
-// Packs and checks; shared by launch() and tests. Throws ArgumentError.
-void pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out);
+// Packs and checks (with check_args false: function.plan(false), as check_args=False); shared by launch(), the C
+// interface (c_api.cpp) and tests. Throws ArgumentError.
+void pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out,
+              bool check_args = true);
 
 }  // namespace launch_detail
 

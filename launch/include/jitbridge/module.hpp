@@ -58,7 +58,8 @@ class Function {
   const char* interned_name() const { return interned_; }  // lives for the whole process
   CUkernel handle() const { return kernel_; }
   const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
-  const std::vector<ParamPlan>& plan() const { return plan_; }  // packing plan of the signature
+  // Packing plan of the signature; check_args false: its unchecked_plan (as check_args=False).
+  const std::vector<ParamPlan>& plan(bool check_args = true) const { return check_args ? plan_ : plan_unchecked_; }
   const Module& module() const { return *module_; }
   // cuKernelGetAttribute on `device`.
   int attribute(CUfunction_attribute attribute, const Device& device) const;
@@ -85,7 +86,7 @@ class Function {
   std::string name_;
   const char* interned_;
   const Kernel* info_;
-  std::vector<ParamPlan> plan_;
+  std::vector<ParamPlan> plan_, plan_unchecked_;
   void query_params() const;
   mutable std::vector<std::size_t> param_sizes_, param_offsets_;
   mutable bool params_known_ = false;

@@ -1,10 +1,13 @@
 // program.cpp — the read-only Python views of a compiled program: Program, Kernel, Signature, Param, Resources.
 #include <fmt/format.h>
+#include <pybind11/stl.h>  // Param.dtype: std::optional<std::string> is str | None
 
+#include <optional>
 #include <string>
 
 #include "bindings.hpp"
 #include "common/checked_args.hpp"
+#include "jitbridge/arguments.hpp"
 #include "common/initialised.hpp"
 
 namespace jitbridge::python {
@@ -20,6 +23,23 @@ const char* origin_name(Origin o) {
 }
 
 const char* kind_name(Param::Kind k) { return k == Param::Kind::pointer ? "pointer" : "value"; }
+
+// What the launch checks make of one parameter (launch/src/arguments.cpp, plan_signature): the one place that knows
+// which type takes which dtype.
+ParamPlan plan_of(const Param& p) {
+  Signature one;
+  one.params.push_back(p);
+  return plan_signature(one).front();
+}
+
+// The one dtype a parameter takes (plan_dtype), as a NumPy-style name; None when it takes any (void*), several
+// (char*: int8 or uint8) or none (structs).
+std::optional<std::string> param_dtype(const Param& p) {
+  const ParamPlan plan = plan_of(p);
+  const std::optional<DLDataType> dtype = plan_dtype(plan);
+  if (!dtype || plan.char_like) return std::nullopt;
+  return dtype_name(*dtype);
+}
 
 std::string kernel_names(const Program& p) {
   std::string out;
@@ -104,6 +124,19 @@ void bind_program(py::module_& m) {
                              "For pointers: alignof the pointee (0 for void and incomplete types).")
       .def_property_readonly("spelling", initialised([](const Param& p) { return text(p.spelling); }),
                              "The whole type as the compiler printed it: 'float const*'.")
+      .def_property_readonly("dtype", initialised([](const Param& p) { return param_dtype(p); }),
+                             "The dtype the parameter takes, as launches check it: a pointer's or tensor view's "
+                             "element ('float const*' -> 'float32', '__half*' -> 'float16', 'float4*' -> 'float32' "
+                             "with lanes 4), or a scalar's ('int' -> 'int32', '__nv_bfloat16' -> 'bfloat16'). None for "
+                             "void* (any dtype), char* (int8 or uint8) and structs.")
+      .def_property_readonly("lanes", initialised([](const Param& p) { return plan_of(p).lanes; }),
+                             "For pointers to CUDA vector types: the dtype's elements per pointee (4 for float4*; "
+                             "arrays hold a multiple of it). 1 otherwise.")
+      .def_property_readonly("rank", initialised([](const Param& p) { return plan_of(p).rank; }),
+                             "For jitbridge::Tensor<T, N> views: N. 0 for every other parameter.")
+      .def_property_readonly("element_const", initialised([](const Param& p) { return plan_of(p).pointee_const; }),
+                             "For pointers and tensor views: whether the element is const (const float*, "
+                             "Tensor<const float, 2>). False for other parameters.")
       .def("__repr__", initialised([](const Param& p) {
         return text(fmt::format("<Param {} {} size={} align={}>", kind_name(p.kind), p.spelling, p.size,
                                 p.align));

@@ -1,4 +1,4 @@
-// linker.cpp — link(): nvJitLink runs over programs, LTO-IR, PTX, cubins, fatbins and device libraries, with the device runtime when needed, checked at every call, cached.
+// link.cpp — link(): nvJitLink runs over programs, LTO-IR, PTX, cubins, fatbins and device libraries, with the device runtime when needed, checked at every call, cached.
 #include <fmt/format.h>
 
 #include <algorithm>

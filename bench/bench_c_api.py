@@ -1,0 +1,44 @@
+"""bench_c_api.py — host time of one launch through jitbridge's C interface (jitbridge/c_api.h: kernel resolved once,
+4 arrays + int described as a native add-on describes them, checked against the signature) against raw
+cuLaunchKernel, from C++ with no Python in the loop (bench/launch_bench.cpp, timed round-robin). Goal (issue 25): the
+C interface <= 1.05x raw cuLaunchKernel. Needs a GPU and the build tree's C++ benches (bash scripts/setup).
+
+    python3 bench/bench_c_api.py
+"""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _table import cpp_bench, print_table  # noqa: E402
+
+GOAL = 1.05
+
+
+def main():
+    exe = cpp_bench("jitbridge_launch_bench")
+    if exe is None:
+        sys.exit("bench_c_api: jitbridge_launch_bench is not built (bash scripts/setup builds it)")
+    out = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        sys.exit(f"bench_c_api: {exe} failed: {out.stderr.strip()}")
+    us = {k: float(v) for k, v in (line.split() for line in out.stdout.splitlines() if line.strip())}
+    raw = us["raw_culaunchkernel_us"]
+    rows = []
+    for name, key, goal in (("raw cuLaunchKernel (array of pointers)", "raw_culaunchkernel_us", ""),
+                            ("raw cuLaunchKernel (one buffer)", "raw_culaunchkernel_buffer_form_us", ""),
+                            ("jitbridge typed C++ launch()", "jitbridge_cpp_launch_us", ""),
+                            ("jitbridge C interface launch", "jitbridge_c_api_launch_us", f"<= {GOAL:.2f}x"),
+                            ("jitbridge C interface launch, bare pointers (ndim 0)",
+                             "jitbridge_c_api_launch_bare_pointers_us", "")):
+        ratio = us[key] / raw
+        verdict = "" if not goal else ("met" if ratio <= GOAL else "MISSED")
+        rows.append([name, f"{us[key]:.3f}", f"{ratio:.3f}x", f"{goal} {verdict}".strip()])
+    print_table("Host time per launch from C++, k(4 float arrays, int), grid 1 x block 32, legacy stream (best of 5 "
+                "round-robin rounds, each the median of 50 batches of 200)",
+                ["launch", "us", "vs raw", "goal"], rows, key="launch_c_api")
+    return 0 if us["jitbridge_c_api_launch_us"] / raw <= GOAL else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+// c_api_capsule.cpp — the `_core._c_api` capsule: the core's C interface table (jitbridge/c_api.h) with
+// kernel_from_python filled in, so native add-ons launch _core's kernels with _core's own caches and no Python.
+#include "bindings.hpp"
+#include "jitbridge/c_api.hpp"
+#include "launch/kernels.hpp"
+
+namespace jitbridge::python {
+namespace {
+
+// A jitbridge.RawKernel's handle: shares its ModuleSet (so modules loaded by Python launches serve the native ones
+// too). GIL held by the caller (c_api.h says so).
+int kernel_from_python(void* py_kernel, jitbridge_kernel** out) {
+  if (!out) return c_api::set_error(JITBRIDGE_ERROR_VALUE, "kernel_from_python: out is NULL");
+  *out = nullptr;
+  py::handle h(static_cast<PyObject*>(py_kernel));
+  if (!h || !py::isinstance<KernelObject>(h))
+    return c_api::set_error(JITBRIDGE_ERROR_TYPE, "kernel_from_python: the object is not a jitbridge.RawKernel");
+  try {
+    const KernelObject& k = h.cast<const KernelObject&>();
+    *out = c_api::make_kernel(k.module->modules, k.name, k.info ? k.info->lowered_name : k.name, k.info);
+    return JITBRIDGE_OK;
+  } catch (...) {
+    return c_api::set_error(JITBRIDGE_ERROR_INTERNAL, "kernel_from_python: out of host memory");
+  }
+}
+
+JitbridgeCApi make_table() {
+  JitbridgeCApi table = c_api::core_table();
+  table.kernel_from_python = kernel_from_python;
+  return table;
+}
+
+const JitbridgeCApi kTable = make_table();
+
+}  // namespace
+
+void bind_c_api(py::module_& m) {
+  PyObject* capsule = PyCapsule_New(const_cast<JitbridgeCApi*>(&kTable), JITBRIDGE_C_API_CAPSULE, nullptr);
+  if (!capsule) throw py::error_already_set();
+  m.attr("_c_api") = py::reinterpret_steal<py::object>(capsule);
+}
+
+}  // namespace jitbridge::python

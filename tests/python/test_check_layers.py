@@ -1,0 +1,58 @@
+"""scripts/check-layers, the layer rules of docs/DESIGN.md ("Layers"): the tree passes, and a planted forbidden
+include (or a header in two layers) fails naming the file, the line and the rule."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "check-layers"
+LAYERS = ("cuda", "jit", "interop", "launch")
+
+
+def run(root):
+    out = subprocess.run([sys.executable, str(SCRIPT), "--root", str(root)], capture_output=True, text=True,
+                         timeout=60)
+    return out.returncode, out.stdout
+
+
+def test_the_tree_keeps_every_rule():
+    rc, out = run(ROOT)
+    assert (rc, out.strip()) == (0, "check-layers: every layer rule holds")
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the four layers' folders (sources and headers), to plant violations in."""
+    for layer in LAYERS:
+        shutil.copytree(ROOT / layer, tmp_path / layer)
+    return tmp_path
+
+
+@pytest.mark.parametrize("layer, header, owner", [
+    ("jit", "array.hpp", "interop"),        # jit/ and interop/ never include each other
+    ("interop", "jit.hpp", "jit"),
+    ("cuda", "module.hpp", "launch"),       # the base includes nothing above it
+    ("jit", "launcher.hpp", "launch"),
+])
+def test_a_planted_forbidden_include_fails_naming_file_line_and_rule(tree, layer, header, owner):
+    victim = sorted((tree / layer / "src").glob("*.cpp"))[0]
+    lines = victim.read_text().splitlines()
+    lines.insert(3, f'#include "jitbridge/{header}"')
+    victim.write_text("\n".join(lines) + "\n")
+    rc, out = run(tree)
+    assert rc == 1
+    where = f"{layer}/src/{victim.name}:4"
+    assert f"check-layers: {where}: includes jitbridge/{header} from {owner}/; {layer}/ may include only" in out
+    assert "1 violation(s)" in out
+
+
+def test_a_header_in_two_layers_and_an_unknown_header_fail(tree):
+    shutil.copy(tree / "cuda" / "include" / "jitbridge" / "driver.hpp", tree / "jit" / "include" / "jitbridge")
+    (tree / "launch" / "src" / "planted.cpp").write_text('#include "jitbridge/nowhere.hpp"\n')
+    rc, out = run(tree)
+    assert rc == 1
+    assert "jitbridge/driver.hpp is in cuda and jit: a header lives in one layer" in out
+    assert "launch/src/planted.cpp:1: includes jitbridge/nowhere.hpp, which no layer's include/jitbridge has" in out
