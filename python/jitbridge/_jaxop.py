@@ -146,4 +146,9 @@ def _make_op(spec):
         return tuple(grads.get(f"grad_{n}") for n in spec.tensor_inputs)
 
     op.defvjp(op_fwd, op_bwd)
-    return op
+
+    def call(*args):
+        if len(args) != len(names):  # before custom_vjp, which would fail on the missing scalar positions
+            raise TypeError(f"{spec.name}: takes {len(names)} arguments ({', '.join(names)}), got {len(args)}")
+        return op(*args)
+    return call
