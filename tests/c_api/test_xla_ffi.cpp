@@ -305,3 +305,35 @@ TEST_CASE("xla_ffi: bad payloads, missing kernels and compile errors are errors 
   REQUIRE(r.e);
   CHECK_THAT(r.message(), Catch::Contains("no 'jitbridge' attribute"));
 }
+
+TEST_CASE("xla_ffi: several launches of one call run in order; template kernels by name expression") {
+  const char* const source = R"(
+template <class T> __global__ void fill(T* y, T v, int n) {}
+template <class T> __global__ void add(const T* x, T* y, int n) {}
+)";
+  auto launch = [&](const char* kernel, nlohmann::json args, unsigned grid) {
+    nlohmann::json l = saxpy_launch(std::move(args), grid, kernel, source);
+    l["name_expressions"] = {"fill<float>", "add<float>"};
+    return l;
+  };
+  const nlohmann::json text = {
+      {"v", 1},
+      {"launches", nlohmann::json::array({launch("fill<float>", nlohmann::json::array({arg("out", 0), arg("float", 1.5),
+                                                                                      arg("int", 1000)}), 2),
+                                          launch("add<float>", nlohmann::json::array({arg("in", 0), arg("out", 0),
+                                                                                     arg("int", 1000)}), 3)})}};
+  DeviceMemory x(4096), y(4096);
+  Frame f = saxpy_frame(text.dump(), x.get(), y.get());
+  const std::uint64_t before = last_launch().count;
+  Result r(jitbridge_xla_ffi_handler(f.get()));
+  INFO(r.message());
+  REQUIRE(r.e == nullptr);
+  const FakeCudaLaunch l = last_launch();
+  CHECK(l.count == before + 2);
+  CHECK(l.grid[0] == 3);  // the last launch is add<float>'s
+  std::uint64_t px = 0, py = 0;
+  std::memcpy(&px, l.params, 8);
+  std::memcpy(&py, l.params + 8, 8);
+  CHECK(px == x.ptr);
+  CHECK(py == y.ptr);
+}
