@@ -802,3 +802,4 @@ def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     """
 _c_api: typing.Any  # value = <capsule object "jitbridge._core._c_api">
 _internals: typing.Any  # value = <capsule object "jitbridge._core._internals">
+_xla_ffi_handler: typing.Any  # value = <capsule object "xla._CUSTOM_CALL_TARGET">
