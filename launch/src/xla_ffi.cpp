@@ -413,7 +413,8 @@ XLA_FFI_Error* run(XLA_FFI_CallFrame* frame) {
       const bool user = rc == JITBRIDGE_ERROR_TYPE || rc == JITBRIDGE_ERROR_OVERFLOW || rc == JITBRIDGE_ERROR_VALUE ||
                         rc == JITBRIDGE_ERROR_LAUNCH_CONFIG;
       return make_error(api, user ? XLA_FFI_Error_Code_INVALID_ARGUMENT : XLA_FFI_Error_Code_INTERNAL,
-                        last_message());
+                        fmt::format("launch {} of {} (kernel '{}'): {}", k + 1, entry->launches.size(), l.name,
+                                    last_message()));
     }
   }
   return nullptr;

@@ -269,6 +269,15 @@ TEST_CASE("xla_ffi: arguments that do not fit the signature are INVALID_ARGUMENT
     REQUIRE(r.e);
     CHECK_THAT(r.message(), Catch::Contains("has 1 operands, its kernels read 4"));
   }
+  SECTION("a block beyond the device's limit") {
+    nlohmann::json l = saxpy_launch(kSaxpyArgs);
+    l["block"] = {4096, 1, 1};
+    Frame f = saxpy_frame(payload(l), x.get(), y.get());
+    Result r(jitbridge_xla_ffi_handler(f.get()));
+    REQUIRE(r.e);
+    CHECK(r.e->code == XLA_FFI_Error_Code_INVALID_ARGUMENT);
+    CHECK_THAT(r.message(), Catch::Contains("launch 1 of 1 (kernel 'saxpy')") && Catch::Contains("block: 4096"));
+  }
   SECTION("an operand of a dtype jitbridge has no DLPack code for (F8E3M4)") {
     Frame f = saxpy_frame(payload(saxpy_launch(kSaxpyArgs)), x.get(), y.get(), XLA_FFI_DataType_F8E3M4);
     Result r(jitbridge_xla_ffi_handler(f.get()));
