@@ -168,3 +168,40 @@ def test_custom_op_declaration_errors_are_the_torch_sides(module):
         op(jnp.ones((8,), jnp.int32), 1.0)
     with pytest.raises(TypeError, match=r"takes 2 arguments \(x, a\), got 1"):
         op(jnp.ones((8,), jnp.float32))
+
+
+@pytest.fixture(scope="module")
+def cpu_probe():
+    """The handler registered for XLA's CPU platform under a test-only name: XLA itself then queries its metadata,
+    builds real call frames and turns its errors into exceptions (the launch needs a GPU stream, which CPU lacks,
+    so only what comes before it is exercised here)."""
+    name = "jitbridge_test_cpu_probe"
+    jax.ffi.register_ffi_target(name, jitbridge._core._xla_ffi_handler, platform="cpu", api_version=1)
+    x = jnp.arange(8, dtype=jnp.float32)
+
+    def call(payload, **attrs):
+        fn = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct((8,), jnp.float32)], vmap_method="sequential")
+        return jax.block_until_ready(fn(x, **({"jitbridge": payload} if payload is not None else {}), **attrs))
+    return call
+
+
+def launch_payload(module, kernel="scale"):
+    k = module.get_function("scale")
+    entry = jj._launch_entry(k, [("in", 0, (8,), "float32"), ("out", 0, (8,), "float32"), 2.0, 8], 1, 8, 0, "t")
+    entry["kernel"] = kernel
+    return jj._payload([entry])
+
+
+def test_real_xla_calls_the_handler_and_raises_its_errors(module, cpu_probe):
+    with pytest.raises(Exception, match=r"INVALID_ARGUMENT: jitbridge XLA FFI call: malformed payload"):
+        cpu_probe("{not json")
+    with pytest.raises(Exception, match=r"payload version 9"):
+        cpu_probe('{"v": 9, "launches": []}')
+    with pytest.raises(Exception, match=r"jitbridge XLA FFI call: kernel 'nope': .*scale"):
+        cpu_probe(launch_payload(module, "nope"))
+    with pytest.raises(Exception, match=r"no 'jitbridge' attribute"):
+        cpu_probe(None, other="x")
+    # A good payload gets as far as the device: the kernel is compiled and looked up, then either no driver is
+    # found (jitbridge's error) or, with a driver, XLA's CPU context has no GPU stream (XLA's error).
+    with pytest.raises(Exception, match=r"no CUDA driver|GPU|stream|context"):
+        cpu_probe(launch_payload(module))
