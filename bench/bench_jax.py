@@ -103,7 +103,7 @@ def main():
     print(f"jax {jax.__version__}, device {jax.devices()[0].device_kind}")
     per_call(jax, jnp, jj, jitbridge)
     sys.path.insert(0, os.path.join(ROOT, "examples", "jax"))
-    import fused_bias_gelu as ex
+    import jax_bias_gelu as ex
     example1(jax, jnp, ex)
 
 

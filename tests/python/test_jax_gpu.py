@@ -53,8 +53,8 @@ def module():
 def example():
     pytest.importorskip("torch", reason="examples/torch/ops.py (the shared declaration) needs PyTorch")
     sys.path.insert(0, str(ROOT / "examples" / "jax"))
-    import fused_bias_gelu
-    return fused_bias_gelu
+    import jax_bias_gelu
+    return jax_bias_gelu
 
 
 def scale_call(k, x, a):
@@ -135,7 +135,7 @@ def test_example_op_check_grads_float64(example, tmp_path):
     code = f"""
 import sys, jax, jax.numpy as jnp
 sys.path.insert(0, {str(ROOT / "examples" / "jax")!r})
-import fused_bias_gelu as ex
+import jax_bias_gelu as ex
 from jax.test_util import check_grads
 for seed in range(3):
     k = jax.random.split(jax.random.PRNGKey(seed))

@@ -1,9 +1,9 @@
-"""fused_bias_gelu.py — example 1's fused bias + GELU op in JAX, from the very declaration the PyTorch op is made of
+"""jax_bias_gelu.py — example 1's fused bias + GELU op in JAX, from the very declaration the PyTorch op is made of
 (BIAS_GELU in examples/torch/ops.py: kernels, arguments, output rules, save list, backward launches), trained in a
 small JAX loop under jax.jit whose losses must match the same loop written in jax.numpy.
 
 Needs a GPU, JAX with CUDA support, and PyTorch (ops.py registers the torch op from the declaration too).
-Run: python3 examples/jax/fused_bias_gelu.py
+Run: python3 examples/jax/jax_bias_gelu.py (named apart from examples/torch/fused_bias_gelu.py: both dirs go on sys.path)
 bench/bench_jax.py and tests/python/test_jax_gpu.py import this module (fused_bias_gelu, reference)."""
 import os
 import sys
