@@ -7,6 +7,7 @@ import functools
 import jax
 import numpy as np
 
+from ._opphase import _Value
 from ._opspec import OpSpec
 from .jax import _call, _launch_entry
 
@@ -37,6 +38,26 @@ class _Tensor:
         return f"<traced {self.dtype.name}{list(self.shape)}>"
 
 
+def _value(v, env):
+    """A phase's _Value (or a constant configuration) over ``env`` (name -> _Tensor or number), at trace time. The
+    torch side writes the same values as Python source instead (_Value.source, _oprunner.py); here each is read once
+    per trace, so there is nothing to compile."""
+    if not isinstance(v, _Value):
+        return v
+    if v.kind == "name":
+        return env[v.names[0]]
+    if v.kind == "constant":
+        return v.fn
+    if v.kind == "query":
+        t = env[v.fn.name]
+        return t.numel() if v.fn.dim is None else t.shape[v.fn.dim]
+    if v.kind == "all":
+        return v.fn(**env)
+    if v.kind == "positional":
+        return v.fn(*[env[n] for n in v.names])
+    return v.fn(**{n: env[n] for n in v.names})
+
+
 def run_phase(phase, tensors, scalars):
     """Runs one phase as a custom call: ``tensors`` name -> JAX array for phase.tensor_args, ``scalars`` name ->
     Python number. Returns the phase's outputs (not its scratch tensors), a list. Raises TypeError for a dtype the
@@ -58,24 +79,23 @@ def run_phase(phase, tensors, scalars):
         inputs.append(a)
     env.update(scalars)
     if phase.check_getter is not None:
-        phase.check_getter(env)
+        _value(phase.check_getter, env)
     outs = []
     for rule in phase.outputs + phase.scratch:
-        shape = env[rule.like].shape if rule.like is not None else tuple(rule.shape(env))
+        shape = env[rule.like].shape if rule.like is not None else tuple(_value(rule.shape, env))
         dtype = np.dtype(rule.dtype[1]) if rule.dtype[0] == "fixed" else env[rule.dtype[1]].dtype
         env[rule.name] = _Tensor(shape, dtype, ("out", len(outs)))
         outs.append(jax.ShapeDtypeStruct(env[rule.name].shape, dtype))
     launches = []
     for i, plan in enumerate(phase.launches, 1):
-        grid = plan.grid(env) if callable(plan.grid) else plan.grid
+        grid = _value(plan.grid, env)
         if grid == 0 or (isinstance(grid, (tuple, list)) and 0 in grid):
             continue
-        block = plan.block(env) if callable(plan.block) else plan.block
-        shared = plan.shared_mem(env) if callable(plan.shared_mem) else plan.shared_mem
+        block, shared = _value(plan.block, env), _value(plan.shared_mem, env)
         kernel = plan.single if plan.single is not None else plan.kernels[key]
         args = []
         for g in plan.getters:
-            v = g(env)
+            v = _value(g, env)
             args.append((v.slot[0], v.slot[1], v.shape, v.dtype) if isinstance(v, _Tensor) else v)
         launches.append(_launch_entry(kernel, args, grid, block, shared, f"{label} launch {i}", check_const=False))
     return _call(launches, inputs, outs)[:len(phase.outputs)]
