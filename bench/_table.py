@@ -51,6 +51,23 @@ def cpp_bench(name):
     return exe if os.access(exe, os.X_OK) else None
 
 
+def testing_hooks():
+    """The build tree's test-only module jitbridge_testing (the launch benchmarks' floors: raw_launch_batch, prepared,
+    launch_phases), or None when it is not built or the installed package is measured (those rows are then n/a)."""
+    if build_python_dir() is None:
+        return None
+    d = os.path.join(build_dir(), "python_testing")
+    if not os.path.isdir(d):
+        return None
+    if d not in sys.path:
+        sys.path.append(d)
+    try:
+        import jitbridge_testing
+    except ImportError:
+        return None
+    return jitbridge_testing
+
+
 def child_env(**extra):
     """The environment for a child interpreter that imports the same jitbridge as this process."""
     env = dict(os.environ)

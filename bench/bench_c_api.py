@@ -28,7 +28,9 @@ def main():
     for name, key, goal in (("raw cuLaunchKernel (array of pointers)", "raw_culaunchkernel_us", ""),
                             ("raw cuLaunchKernel (one buffer)", "raw_culaunchkernel_buffer_form_us", ""),
                             ("jitbridge typed C++ launch()", "jitbridge_cpp_launch_us", ""),
-                            ("jitbridge C interface launch", "jitbridge_c_api_launch_us", f"<= {GOAL:.2f}x")):
+                            ("jitbridge C interface launch", "jitbridge_c_api_launch_us", f"<= {GOAL:.2f}x"),
+                            ("jitbridge C interface launch, bare pointers (ndim 0)",
+                             "jitbridge_c_api_launch_bare_pointers_us", "")):
         ratio = us[key] / raw
         verdict = "" if not goal else ("met" if ratio <= GOAL else "MISSED")
         rows.append([name, f"{us[key]:.3f}", f"{ratio:.3f}x", f"{goal} {verdict}".strip()])

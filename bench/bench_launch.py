@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _table import cpp_bench, print_table, use_jitbridge  # noqa: E402
+from _table import cpp_bench, print_table, testing_hooks, use_jitbridge  # noqa: E402
 
 SRC = r'''
 extern "C" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {
@@ -118,17 +118,26 @@ def main():
             unavailable.append((name, f"n/a ({type(e).__name__}: {str(e)[:50]})"))
 
     sync_torch = torch.cuda.synchronize
-    add(RAW, lambda: ((lambda: k._raw_launch_batch(1, 32, (ta, tb, tc, td, n), BATCH)), sync_torch))
+    # The floors are test hooks (jitbridge_testing, built with the tests), never in the shipped module.
+    hooks = testing_hooks()
+
+    def need_hooks():
+        if hooks is None:
+            raise RuntimeError("jitbridge_testing is not built (the build tree's tests)")
+        return hooks
+
+    add(RAW, lambda: ((lambda: need_hooks().raw_launch_batch(k, 1, 32, (ta, tb, tc, td, n), BATCH)), sync_torch))
     # jitbridge passes parameters as one buffer (cuLaunchKernel's `extra` form), which the driver takes
     # in less time than the array of pointers the raw row uses; this row shows by how much.
     add("raw cuLaunchKernel, parameters as one buffer (C++ loop)",
-        lambda: ((lambda: k._raw_launch_batch(1, 32, (ta, tb, tc, td, n), BATCH, buffer_form=True)), sync_torch))
+        lambda: ((lambda: need_hooks().raw_launch_batch(k, 1, 32, (ta, tb, tc, td, n), BATCH, buffer_form=True)),
+                 sync_torch))
     add("python loop harness (empty lambda)", lambda: (python_batch(lambda: None), lambda: None))
-    floor = k._prepared((1,), (32,), (ta, tb, tc, td, n))
-    add(FLOOR, lambda: (python_batch(lambda: floor()), sync_torch))
+    floor = hooks.prepared(k, (1,), (32,), (ta, tb, tc, td, n)) if hooks else None
+    add(FLOOR, lambda: (python_batch(lambda: floor()), sync_torch) if floor else need_hooks())
     # The least any launch taking torch tensors must do: the call, torch's own exchange-API calls for
     # each tensor's address and for its current stream, cuLaunchKernel. No checks at all.
-    add(TORCH_FLOOR, lambda: (python_batch(lambda: floor(ta, tb, tc, td, n)), sync_torch))
+    add(TORCH_FLOOR, lambda: (python_batch(lambda: floor(ta, tb, tc, td, n)), sync_torch) if floor else need_hooks())
     add("jitbridge, 4 torch tensors + int", lambda: (python_batch(lambda: k((1,), (32,), (ta, tb, tc, td, n))), sync_torch))
     kk = k[1, 32]
     add("jitbridge k[1, 32](...), torch tensors", lambda: (python_batch(lambda: kk(ta, tb, tc, td, n)), sync_torch))
@@ -200,6 +209,10 @@ def main():
             samples[name].append(run() / BATCH)
             sync()
     med = {name: statistics.median(v) for name, v in samples.items()}
+    if RAW not in med:
+        print(f"bench_launch: no raw cuLaunchKernel floor to compare with ({dict(unavailable).get(RAW, 'n/a')}); "
+              "measure the build tree (bash scripts/setup builds jitbridge_testing)")
+        return 1
     raw = med[RAW]
     harness = med["python loop harness (empty lambda)"]
     table = []
@@ -214,12 +227,15 @@ def main():
     for name, why in unavailable:
         table.append([name, why, "", "", ""])
     phases = {}
-    for _ in range(5):
-        for name, us in k._launch_phases((1,), (32,), (ta, tb, tc, td, n), 2000).items():
+    for _ in range(5 if hooks else 0):
+        for name, us in hooks.launch_phases(k, (1,), (32,), (ta, tb, tc, td, n), 2000).items():
             phases[name] = min(phases.get(name, 1e9), us)
         torch.cuda.synchronize()
-    print_table("jitbridge's Python launch path, 4 torch tensors + int: each phase alone in a C++ loop (us per call)",
-                ["phase", "us"], [[name, f"{us:.4f}"] for name, us in phases.items()], key="launch_phases")
+    if phases:
+        print_table("jitbridge's Python launch path, 4 torch tensors + int: each phase alone in a C++ loop (us per "
+                    "call)", ["phase", "us"], [[name, f"{us:.4f}"] for name, us in phases.items()], key="launch_phases")
+    else:
+        print("\n(the launch phases table: n/a, jitbridge_testing is not built; bash scripts/setup builds it)")
     steps = cpp_steps()
     if steps is None:
         print("\n(jitbridge's C++ launch table: n/a, the C++ benches are not built; bash scripts/setup builds them)")

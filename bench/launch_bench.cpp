@@ -108,7 +108,20 @@ int main() {
         throw std::runtime_error(message);
       }
     };
-    double raw = 1e30, raw_buffer = 1e30, typed = 1e30, c_api = 1e30;
+    // The same with bare pointers (ndim 0: no shape to read and check), the least a C consumer can describe.
+    jitbridge_arg bare[5];
+    std::memcpy(bare, cargs, sizeof bare);
+    for (int i = 0; i < 4; ++i) {
+      bare[i].array.ndim = 0;
+      bare[i].array.shape = nullptr;
+    }
+    auto c_api_bare = [&] {
+      if (capi->launch(cf, &cconfig, bare, 5, 0) != JITBRIDGE_OK) {
+        capi->last_error(&message, nullptr);
+        throw std::runtime_error(message);
+      }
+    };
+    double raw = 1e30, raw_buffer = 1e30, typed = 1e30, c_api = 1e30, c_api_bare_us = 1e30;
     for (int round = 0; round < 5; ++round) {
       raw = std::min(raw, time_it([&] {
         check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
@@ -118,11 +131,13 @@ int main() {
       }));
       typed = std::min(typed, time_it([&] { launch(*function, dev, config, a, b, c, d, n); }));
       c_api = std::min(c_api, time_it(c_api_launch));
+      c_api_bare_us = std::min(c_api_bare_us, time_it(c_api_bare));
     }
     std::printf("raw_culaunchkernel_us %.3f\n", raw);
     std::printf("raw_culaunchkernel_buffer_form_us %.3f\n", raw_buffer);
     std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
     std::printf("jitbridge_c_api_launch_us %.3f\n", c_api);
+    std::printf("jitbridge_c_api_launch_bare_pointers_us %.3f\n", c_api_bare_us);
     // Where the typed launch's extra time goes: each step alone, in a tight loop (no launch).
     auto step = [&](auto&& one) {
       const int iterations = 200000;

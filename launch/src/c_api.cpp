@@ -263,45 +263,42 @@ int kernel_resolve(jitbridge_kernel* kernel, int device, jitbridge_function** ou
   });
 }
 
-// One C argument as the packer takes it. Arrays are validated (validate_view) as every view the Python path makes.
+// One C argument as the packer takes it. Arrays are validated as every view the Python path makes.
 void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& function, launch_detail::Slot& s) {
   ArgValue& v = s.value;
-  v.python_type = "C value";
   switch (a.kind) {
     case JITBRIDGE_ARG_ARRAY: {
+      // Read as the DLPack path reads a DLTensor (fill_from_dltensor: the one layout reader, validated).
       const jitbridge_array& r = a.array;
-      ArrayView& view = s.view;
-      view.data = r.data;
-      view.byte_offset = 0;
-      view.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
-      view.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
-      view.readonly = r.readonly != 0;
-      if (r.ndim < 0 || static_cast<std::size_t>(r.ndim) > kMaxNdim || (r.ndim > 0 && !r.shape))
-        throw ArgumentError(ArgumentError::Kind::value,
-                            fmt::format("{}: argument {}: ndim is {} with shape {}; 0 to {} dimensions, each array "
-                                        "with ndim > 0 gives its shape", function.name(), index, r.ndim,
-                                        r.shape ? "given" : "NULL", kMaxNdim));
-      const std::size_t ndim = static_cast<std::size_t>(r.ndim);
-      view.shape.assign(r.shape, ndim);
-      if (r.strides)
-        view.strides.assign(r.strides, ndim);
-      else
-        view.strides = contiguous_strides(view.shape);
+      DLTensor t{};
+      t.data = r.data;
+      t.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
+      t.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
+      t.ndim = r.ndim;
+      t.shape = const_cast<std::int64_t*>(r.shape);
+      t.strides = const_cast<std::int64_t*>(r.strides);
       try {
-        validate_view(view, "");
+        fill_from_dltensor(t, r.readonly != 0, s.view, "");
       } catch (const InteropError& e) {
         throw InteropError(e.kind(), fmt::format("{}: argument {}: {}", function.name(), index, e.what()));
       }
       v.kind = ArgValue::Kind::array;
-      v.array = &view;
+      v.array = &s.view;
       return;
     }
+    // python_type: how messages name the value ("got a C double; 'int' takes an integer").
     case JITBRIDGE_ARG_NULL: v.kind = ArgValue::Kind::null_pointer; return;
-    case JITBRIDGE_ARG_INT: v.kind = ArgValue::Kind::signed_integer; v.i = a.i; return;
-    case JITBRIDGE_ARG_UINT: v.kind = ArgValue::Kind::unsigned_integer; v.u = a.u; return;
-    case JITBRIDGE_ARG_FLOAT: v.kind = ArgValue::Kind::floating; v.f = a.f; return;
-    case JITBRIDGE_ARG_BOOL: v.kind = ArgValue::Kind::boolean; v.i = a.i != 0; return;
-    case JITBRIDGE_ARG_COMPLEX: v.kind = ArgValue::Kind::complex; v.f = a.f; v.im = a.im; return;
+    case JITBRIDGE_ARG_INT: v.kind = ArgValue::Kind::signed_integer; v.i = a.i; v.python_type = "a C int64"; return;
+    case JITBRIDGE_ARG_UINT: v.kind = ArgValue::Kind::unsigned_integer; v.u = a.u; v.python_type = "a C uint64"; return;
+    case JITBRIDGE_ARG_FLOAT: v.kind = ArgValue::Kind::floating; v.f = a.f; v.python_type = "a C double"; return;
+    case JITBRIDGE_ARG_BOOL: v.kind = ArgValue::Kind::boolean; v.i = a.i != 0; v.python_type = "a C bool"; return;
+    case JITBRIDGE_ARG_COMPLEX:
+      v.kind = ArgValue::Kind::complex;
+      v.f = a.f;
+      v.im = a.im;
+      v.complex_single = false;
+      v.python_type = "a C complex";
+      return;
     case JITBRIDGE_ARG_BYTES:
       if (!a.bytes && a.n_bytes)
         throw ArgumentError(ArgumentError::Kind::value,
@@ -335,18 +332,12 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     c.cluster = {config->cluster[0], config->cluster[1], config->cluster[2]};
     c.cooperative = config->cooperative != 0;
     c.programmatic_dependent = config->programmatic_dependent != 0;
-    // Slots on the stack for ordinary kernels; the thread's spare vector past that (never shrinks).
-    constexpr std::size_t kInline = 8;
-    launch_detail::Slot inline_slots[kInline];
-    thread_local std::vector<launch_detail::Slot> spare;
-    launch_detail::Slot* slots = inline_slots;
-    if (n_args > kInline) {
-      if (spare.size() < n_args) spare.resize(n_args);
-      slots = spare.data();
-    }
+    // The thread's slots, reused (never shrink): nothing is constructed per launch.
+    thread_local std::vector<launch_detail::Slot> slots(8);
+    if (slots.size() < n_args) slots.resize(n_args);
     for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     thread_local ArgBuffer buffer;
-    launch_detail::pack_all(f, slots, n_args, device.ordinal(), buffer, (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0);
+    launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0);
     validate_launch(f, c, device);
     jitbridge::launch(f, c, device, buffer);
   });

@@ -546,18 +546,8 @@ class _Kernel:
         """
         <RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).
         """
-    def _launch_phases(self, grid: typing.Any, block: typing.Any, args: tuple, n: typing.SupportsInt | typing.SupportsIndex) -> dict:
-        ...
     def _pack(self, *args) -> list:
         ...
-    def _prepared(self, grid: typing.Any, block: typing.Any, args: tuple) -> _Prepared:
-        """
-        Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these arguments, converted, checked and packed once (no checks per call).
-        """
-    def _raw_launch_batch(self, grid: typing.Any, block: typing.Any, args: tuple, batch: typing.SupportsInt | typing.SupportsIndex, buffer_form: bool = False) -> float:
-        """
-        Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments (converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.
-        """
     def max_active_blocks_per_sm(self, block_size: typing.SupportsIndex, shared_mem: typing.SupportsIndex = 0) -> int:
         """
         How many blocks of `block_size` threads using `shared_mem` bytes of dynamic shared memory fit on one multiprocessor of the current device (cuOccupancyMaxActiveBlocksPerMultiprocessor). ValueError for block_size < 1 or shared_mem out of range, NoDriverError without a driver, DriverError if the driver refuses.
@@ -633,11 +623,6 @@ class _Module:
     def program(self) -> typing.Any:
         """
         The compiled Program, or None for a module loaded from a file.
-        """
-class _Prepared:
-    def __call__(self, *args, **kwargs):
-        """
-        Call self as a function.
         """
 def _cuda_search() -> dict:
     """

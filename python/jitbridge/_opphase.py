@@ -20,30 +20,13 @@ def _tensor_param(p):
 class _Value:
     """Something a phase computes from its names (a launch argument, a grid/block/shared_mem rule, an output shape,
     the check): a name's value, a constant, ``numel``/``size`` of a tensor (``query``), or a callable given the
-    names it asks for by position, by keyword or all of them (``all``). ``_Value(env)`` evaluates it over a dict
-    of names; ``source(local, bind, defined)`` writes it as a Python expression over local variables (the compiled
-    runner, _oprunner.py)."""
+    names it asks for by position, by keyword or all of them (``all``). ``source(local, bind, defined)`` writes it
+    as a Python expression over local variables, which the compiled runner (_oprunner.py) runs."""
 
-    __slots__ = ("kind", "fn", "names", "_call")
+    __slots__ = ("kind", "fn", "names")
 
     def __init__(self, kind, fn, names):
         self.kind, self.fn, self.names = kind, fn, names
-        if kind == "name":
-            only = names[0]
-            self._call = lambda env: env[only]
-        elif kind == "constant":
-            self._call = lambda env: fn
-        elif kind == "query":
-            self._call = fn._env_getter()
-        elif kind == "all":
-            self._call = lambda env: fn(**env)
-        elif kind == "positional":
-            self._call = lambda env: fn(*[env[n] for n in names])
-        else:
-            self._call = lambda env: fn(**{n: env[n] for n in names})
-
-    def __call__(self, env):
-        return self._call(env)
 
     def source(self, local, bind, defined):
         """This value as an expression: ``local(name)`` spells a name's variable, ``bind(obj)`` a constant object,
@@ -75,7 +58,8 @@ class _Rule:
 
 
 class _LaunchPlan:
-    """A Launch bound to a phase's names: kernel per dtype key, getters for each argument and the configuration."""
+    """A Launch bound to a phase's names: kernel per dtype key, a _Value for each argument, and the configuration
+    (grid, block, shared_mem: each a _Value or a constant). The compiled runner (_oprunner.py) writes its launch."""
 
     __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem")
 
@@ -83,21 +67,6 @@ class _LaunchPlan:
         self.kernels = launch.kernels
         self.single = launch.kernels.get(None)
         self.getters, self.grid, self.block, self.shared_mem = getters, grid, block, shared_mem
-
-    def run(self, env, key):
-        """Launches with the tensors and scalars in ``env`` (on the arrays' framework's current stream), choosing
-        the kernel for dtype ``key``. A grid with a zero dimension launches nothing."""
-        grid = self.grid(env) if callable(self.grid) else self.grid
-        if grid == 0 or (isinstance(grid, (tuple, list)) and 0 in grid):
-            return
-        block = self.block(env) if callable(self.block) else self.block
-        kernel = self.single if self.single is not None else self.kernels[key]
-        args = tuple([g(env) for g in self.getters])
-        shared = self.shared_mem(env) if callable(self.shared_mem) else self.shared_mem
-        if shared:
-            kernel(grid, block, args, shared_mem=shared)
-        else:
-            kernel(grid, block, args)
 
 
 class Phase:

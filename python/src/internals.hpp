@@ -11,7 +11,7 @@ namespace jitbridge::python {
 // Bumped whenever a member of JitbridgeInternals is added, removed or changes meaning. jitbridge_testing refuses a
 // table whose version or size differs from the one it was built with (a build tree's jitbridge_testing beside a
 // wheel built from another commit).
-constexpr std::uint32_t kInternalsVersion = 3;
+constexpr std::uint32_t kInternalsVersion = 4;
 // The capsule's name (PyCapsule_Import takes "jitbridge._core._internals").
 constexpr const char* kInternalsCapsule = "jitbridge._core._internals";
 
@@ -43,6 +43,18 @@ struct JitbridgeInternals {
   // How many launches of `kernel` (a jitbridge._core._Kernel) took a launch shortcut (launch_shortcut.hpp), over
   // all its shortcuts and devices. -1 (TypeError) when `kernel` is not a kernel.
   long long (*kernel_shortcut_launches)(PyObject* kernel);
+  // The benchmark floors of bench/bench_launch.py (kernel_call.cpp; kept out of _core's Python surface). `kernel` is
+  // a RawKernel, `grid` and `block` an int or a tuple of up to 3 ints, `args` a tuple; the arguments are converted,
+  // checked and packed once. Each returns a new reference, or NULL with the Python error set.
+  // Microseconds (a float) for `batch` raw cuLaunchKernel calls in a C++ loop, parameters as pointers or as one
+  // buffer (`buffer_form` nonzero).
+  PyObject* (*raw_launch_batch)(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args, int batch,
+                                int buffer_form);
+  // A callable doing one raw cuLaunchKernel with the packed parameters (PreparedLaunch, kernels.hpp): called with no
+  // arguments it relaunches them, with arguments of the prepared types it reads each exchange-API array's address.
+  PyObject* (*prepared_launch)(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args);
+  // {phase: microseconds per call}: each phase of the Python launch path alone in a C++ loop of `n` (launch_phases).
+  PyObject* (*launch_phases)(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args, int n);
 };
 
 }  // namespace jitbridge::python

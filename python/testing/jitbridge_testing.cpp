@@ -388,4 +388,33 @@ PYBIND11_MODULE(jitbridge_testing, m) {
         py::arg("obj"), py::arg("n") = 100000, py::arg("stream") = py::none(),
         "Benchmark: nanoseconds per view_array() of obj in jitbridge._core, in a C++ loop (consumer stream "
         "resolved once).");
+  // The launch benchmarks' floors (bench/bench_launch.py), from _core through _internals.
+  auto steal = [](PyObject* r) {
+    if (!r) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(r);
+  };
+  m.def("raw_launch_batch",
+        [steal](py::handle kernel, py::handle grid, py::handle block, py::handle args, int batch, bool buffer_form) {
+          return steal(core_internals().raw_launch_batch(kernel.ptr(), grid.ptr(), block.ptr(), args.ptr(), batch,
+                                                         buffer_form ? 1 : 0));
+        },
+        py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
+        py::arg("buffer_form") = false,
+        "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of a RawKernel with these arguments "
+        "(converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.");
+  m.def("prepared",
+        [steal](py::handle kernel, py::handle grid, py::handle block, py::handle args) {
+          return steal(core_internals().prepared_launch(kernel.ptr(), grid.ptr(), block.ptr(), args.ptr()));
+        },
+        py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"),
+        "Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these arguments, "
+        "converted, checked and packed once; called with arrays of the prepared types, it reads their addresses "
+        "and the framework's stream through the DLPack exchange API first (no checks per call).");
+  m.def("launch_phases",
+        [steal](py::handle kernel, py::handle grid, py::handle block, py::handle args, int n) {
+          return steal(core_internals().launch_phases(kernel.ptr(), grid.ptr(), block.ptr(), args.ptr(), n));
+        },
+        py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("n"),
+        "Benchmark: microseconds per call of each phase of jitbridge._core's Python launch path alone, in C++ loops "
+        "of n (launches 3n times).");
 }

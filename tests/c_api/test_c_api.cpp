@@ -230,7 +230,7 @@ TEST_CASE("c_api: bad arguments are refused with the Python API's messages, nami
   CHECK(run(a, x, y, number(JITBRIDGE_ARG_INT, 0, std::int64_t{1} << 40)) == JITBRIDGE_ERROR_OVERFLOW);
   CHECK_THAT(message(), Catch::Contains("argument 3 (int)") && Catch::Contains("does not fit in 'int'"));
   CHECK(run(a, x, y, number(JITBRIDGE_ARG_FLOAT, 1.5)) == JITBRIDGE_ERROR_TYPE);
-  CHECK_THAT(message(), Catch::Contains("argument 3") && Catch::Contains("takes an integer"));
+  CHECK_THAT(message(), Catch::Contains("argument 3 (int): got a C double; 'int' takes an integer"));
   jitbridge_arg host = x;
   host.array.device_type = 1;
   CHECK(run(a, host, y, n) == JITBRIDGE_ERROR_VALUE);
@@ -240,6 +240,11 @@ TEST_CASE("c_api: bad arguments are refused with the Python API's messages, nami
   const std::int64_t negative[1] = {-1};
   CHECK(run(a, array(mem, 2, 32, negative, 1), y, n) == JITBRIDGE_ERROR_VALUE);
   CHECK_THAT(message(), Catch::Contains("saxpy: argument 1"));
+  jitbridge_arg no_shape = x;
+  no_shape.array.ndim = 2;
+  no_shape.array.shape = nullptr;
+  CHECK(run(a, no_shape, y, n) == JITBRIDGE_ERROR_VALUE);
+  CHECK_THAT(message(), Catch::Contains("saxpy: argument 1: shape is NULL"));
   CHECK(run(a, x, number(JITBRIDGE_ARG_INT, 0, 7), n) == JITBRIDGE_ERROR_TYPE);
   CHECK_THAT(message(), Catch::Contains("argument 2") && Catch::Contains("takes an array"));
   const jitbridge_arg three[3] = {a, x, y};

@@ -6,57 +6,15 @@ import ctypes
 import pytest
 
 import jitbridge
+from c_api_ctypes import (ERROR_TYPE, ERROR_VALUE, MAJOR, MINOR, PARAM_POINTER, PARAM_SCALAR, PARAM_TENSOR, P, Param,
+                          Table, message, table)
 from jitbridge import _core
-
-C_API_MAJOR, C_API_MINOR = 1, 0  # c_api.h's JITBRIDGE_C_API_MAJOR / _MINOR
-
-ERROR_TYPE, ERROR_VALUE = 1, 3
-PARAM_POINTER, PARAM_TENSOR, PARAM_SCALAR = 0, 1, 2
-
-
-class Param(ctypes.Structure):  # jitbridge_param
-    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int32), ("has_dtype", ctypes.c_int32),
-                ("dtype_code", ctypes.c_uint8), ("dtype_bits", ctypes.c_uint8), ("dtype_lanes", ctypes.c_uint16),
-                ("lanes", ctypes.c_int32), ("rank", ctypes.c_int32), ("is_const", ctypes.c_int32),
-                ("size", ctypes.c_size_t), ("align", ctypes.c_size_t), ("type", ctypes.c_char_p),
-                ("spelling", ctypes.c_char_p)]
-
-
-P = ctypes.c_void_p
-# Every call but kernel_from_python runs without the GIL (CFUNCTYPE releases it); kernel_from_python needs it.
-_fn = ctypes.CFUNCTYPE
-FIELDS = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("struct_size", ctypes.c_uint32),
-          ("reserved", ctypes.c_uint32), ("jitbridge_version", ctypes.c_char_p),
-          ("last_error", _fn(ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int))),
-          ("kernel_from_source", _fn(ctypes.c_int, P, ctypes.c_char_p, ctypes.POINTER(P))),
-          ("kernel_from_python", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(P))),
-          ("kernel_retain", _fn(None, P)),
-          ("kernel_release", _fn(None, P)),
-          ("kernel_info", _fn(ctypes.c_int, P, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int64))),
-          ("kernel_param", _fn(ctypes.c_int, P, ctypes.c_size_t, ctypes.POINTER(Param))),
-          ("kernel_resolve", P), ("launch", P), ("mem_alloc", P), ("mem_free", P)]
-
-
-class Table(ctypes.Structure):  # JitbridgeCApi, version 1.0
-    _fields_ = FIELDS
-
-
-def table():
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return Table.from_address(get(_core._c_api, b"jitbridge._core._c_api"))
-
-
-def message(t):
-    text = ctypes.c_char_p()
-    t.last_error(ctypes.byref(text), None)
-    return text.value.decode()
 
 
 def test_capsule_version_fields():
     assert type(_core._c_api).__name__ == "PyCapsule"
     t = table()
-    assert (t.major, t.minor) == (C_API_MAJOR, C_API_MINOR)
+    assert (t.major, t.minor) == (MAJOR, MINOR)
     assert t.struct_size == ctypes.sizeof(Table)
     assert t.jitbridge_version.decode() == jitbridge.__version__
 

@@ -315,13 +315,13 @@ def test_every_device_is_a_fast_device(gpu):
 
 
 def test_benchmark_floors_launch_the_addresses_they_read(gpu):
-    # bench_launch's floors: _prepared() relaunches the packed bytes; _prepared(*tensors) reads each torch
-    # tensor's address through torch's exchange API first (so the kernel sees the tensors of that call).
+    # bench_launch's floors (jitbridge_testing.prepared): floor() relaunches the packed bytes; floor(*tensors) reads
+    # each torch tensor's address through torch's exchange API first (so the kernel sees the tensors of that call).
     torch = need_torch()
     k = jitbridge.RawKernel(AXPBY, "axpby")
     n = 3000
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
-    floor = k._prepared((n + 127) // 128, 128, (2.0, x, 1.0, y, n, False, x))
+    floor = hooks.prepared(k, (n + 127) // 128, 128, (2.0, x, 1.0, y, n, False, x))
     x2, y2 = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     expected = 2.0 * x2 + y2 + x2
     floor(2.0, x2, 1.0, y2, n, False, x2)

@@ -3,6 +3,8 @@ a jitbridge_testing that refuses a _core whose _internals table it does not know
 import os
 from pathlib import Path
 
+import pytest
+
 import jitbridge
 from jitbridge import _core
 from testing_hooks import hooks
@@ -11,9 +13,21 @@ OLD_HOOKS = ["_testing_capsule", "_testing_deleter_count", "_testing_exchange_ap
              "_adapter_protocol", "_cupy_stream_reader", "_bench_view"]
 
 
+BENCH_HOOKS = ["_raw_launch_batch", "_prepared", "_launch_phases"]  # now jitbridge_testing's (bench_launch.py)
+
+
 def test_production_module_has_no_test_hooks():
     assert [name for name in OLD_HOOKS if hasattr(_core, name)] == []
+    assert [name for name in BENCH_HOOKS if hasattr(_core._Kernel, name)] == []
+    assert not hasattr(_core, "_Prepared")
     assert type(_core._internals).__name__ == "PyCapsule"
+
+
+def test_benchmark_floors_refuse_what_is_no_kernel():
+    for call in (lambda: hooks.raw_launch_batch(3, 1, 32, (), 1), lambda: hooks.prepared("k", 1, 32, ()),
+                 lambda: hooks.launch_phases(None, 1, 32, (), 1)):
+        with pytest.raises(TypeError, match="expected a RawKernel"):
+            call()
 
 
 def _refusal(run_python, table):

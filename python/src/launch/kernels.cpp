@@ -214,14 +214,6 @@ int block_size_arg(PyObject* value, const char* what, int lo) {
   }));
 }
 
-// The benchmark entry points' grid and block (a default configuration otherwise).
-LaunchConfig grid_and_block(py::handle grid, py::handle block) {
-  LaunchConfig c;
-  c.grid = parse_dim3(grid, "grid");
-  c.block = parse_dim3(block, "block");
-  return c;
-}
-
 CUfunction function_here(const KernelObject& k, const Device& d) {
   d.make_current();
   CUfunction fn = nullptr;
@@ -232,15 +224,21 @@ CUfunction function_here(const KernelObject& k, const Device& d) {
 }  // namespace
 
 void bind_kernels(py::module_& m) {
-  // Declared before _Kernel, whose __getitem__ and _prepared return them: their signatures then name the Python types.
+  // Declared before _Kernel, whose __getitem__ returns one: their signatures then name the Python types.
   py::class_<ConfiguredKernel> configured(m, "_Configured", py::custom_type_setup([](PyHeapTypeObject* heap) {
                                             set_up_vectorcall(heap, call_into<launch_configured>);
                                           }),
                                           "kernel[grid, block]: a kernel with its launch configuration; call it with "
                                           "the kernel's arguments (keywords as for the kernel's own call).");
+  // The benchmark floor's callable (bench/bench_launch.py): made only through _internals.prepared_launch (the
+  // test-only jitbridge_testing.prepared), so not left in the module. The module's reference to the type moves to
+  // the process (released: pybind11's registry holds the type by a borrowed pointer, and types live until exit).
   py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
                                set_up_vectorcall(heap, call_into<prepared_entry>);
                              }));
+  py::object prepared_type = m.attr("_Prepared");
+  prepared_type.release();  // the reference kept
+  py::delattr(m, "_Prepared");
 
   py::class_<ModuleObject, std::shared_ptr<ModuleObject>>(m, "_Module")
       .def(py::init([](const ProgramHandle& program) {
@@ -376,26 +374,6 @@ void bind_kernels(py::module_& m) {
            "(min_grid_size, block_size): the block size with the highest occupancy on the current device and the "
            "grid that fills it (cuOccupancyMaxPotentialBlockSize), for `shared_mem` bytes of dynamic shared memory "
            "per block and at most `block_size_limit` threads (0: no limit). Errors as max_active_blocks_per_sm.")
-      .def("_raw_launch_batch",
-           initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int batch,
-                          bool buffer_form) {
-             return raw_launch_batch(k, grid_and_block(grid, block), args, batch, buffer_form);
-           }),
-           py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"), py::arg("buffer_form") = false,
-           "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of this kernel with these arguments "
-           "(converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.")
-      .def("_prepared",
-           initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args) {
-             return prepare_floor(k, grid_and_block(grid, block), args);
-           }),
-           py::arg("grid"), py::arg("block"), py::arg("args"),
-           "Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these "
-           "arguments, converted, checked and packed once (no checks per call).")
-      .def("_launch_phases",
-           initialised([](const KernelObject& k, py::handle grid, py::handle block, py::tuple args, int n) {
-             return launch_phases(k, grid_and_block(grid, block), args, n);
-           }),
-           py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("n"))
       .def("_pack",
            initialised([](const KernelObject& k, py::args args) {
              return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));

@@ -1,0 +1,159 @@
+"""The C interface (launch/include/jitbridge/c_api.h) on the GPU, called through ctypes as a native add-on calls it:
+kernels from source and from a RawKernel, resolved, launched with torch tensors described as raw pointers on torch's
+current stream from a thread that does not hold the GIL (ctypes releases it), stream-ordered allocations, and bad
+arguments refused before the driver. Inputs are fresh random data, outputs poisoned before each launch and compared
+with references."""
+import ctypes
+import threading
+
+import pytest
+
+import jitbridge
+from c_api_ctypes import (ARG_ARRAY, ARG_FLOAT, ARG_INT, ERROR_LAUNCH_CONFIG, ERROR_TYPE, NO_ARG_CHECKS, OK, Arg,
+                          Array, P, Source, config, message, table)
+from gpu_frameworks import need_torch
+
+pytestmark = pytest.mark.gpu
+
+SRC = r'''
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void fill(float* p, float v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = v + i;
+}
+extern "C" __global__ void copy(const float* src, float* dst, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = src[i];
+}
+'''
+
+
+class Args:
+    """A launch's jitbridge_arg array, keeping the shape arrays it points to alive."""
+
+    def __init__(self, *values):
+        self.keep = []
+        self.array = (Arg * len(values))()
+        for i, v in enumerate(values):
+            if isinstance(v, tuple):  # (pointer, n, readonly)
+                ptr, n, readonly = v
+                shape = (ctypes.c_int64 * 1)(n)
+                self.keep.append(shape)
+                self.array[i].kind = ARG_ARRAY
+                self.array[i].array = Array(data=ptr, device_type=2, device_id=0, dtype_code=2, dtype_bits=32,
+                                            dtype_lanes=1, ndim=1, shape=ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
+                                            readonly=int(readonly))
+            elif isinstance(v, float):
+                self.array[i].kind, self.array[i].f = ARG_FLOAT, v
+            else:
+                self.array[i].kind, self.array[i].i = ARG_INT, v
+
+
+def kernel_from_source(t, name):
+    src = Source(struct_size=ctypes.sizeof(Source), source=SRC.encode())
+    k = P()
+    assert t.kernel_from_source(ctypes.byref(src), name.encode(), ctypes.byref(k)) == OK, message(t)
+    return k
+
+
+def resolve(t, k, device=0):
+    f = P()
+    assert t.kernel_resolve(k, device, ctypes.byref(f)) == OK, message(t)
+    return f
+
+
+def in_thread(fn):
+    """fn() on another thread (ctypes calls there release the GIL); returns its result, re-raising its error."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 (handed to the caller)
+            out["error"] = e
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.mark.parametrize("origin", ["source", "raw_kernel"])
+def test_saxpy_through_the_c_interface_on_torchs_stream(origin):
+    torch = need_torch()
+    t = table()
+    if origin == "source":
+        k = kernel_from_source(t, "saxpy")
+    else:
+        raw = jitbridge.RawKernel(SRC, "saxpy")
+        k = P()
+        assert t.kernel_from_python(raw, ctypes.byref(k)) == OK, message(t)
+    try:
+        f = resolve(t, k)
+        n = 100_003
+        x = torch.randn(n, device="cuda")
+        y0 = torch.randn(n, device="cuda")
+        y = y0.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        args = Args(1.75, (x.data_ptr(), n, True), (y.data_ptr(), n, False), n)
+        c = config((n + 255) // 256, 256, stream=stream.cuda_stream)
+        rc = in_thread(lambda: t.launch(f, ctypes.byref(c), args.array, 4, 0))
+        assert rc == OK, message(t)
+        stream.synchronize()
+        torch.testing.assert_close(y, 1.75 * x + y0)
+    finally:
+        t.kernel_release(k)
+
+
+def test_stream_ordered_allocation_written_by_a_kernel_and_read_back():
+    torch = need_torch()
+    t = table()
+    fill_k, copy_k = kernel_from_source(t, "fill"), kernel_from_source(t, "copy")
+    try:
+        fill, copy = resolve(t, fill_k), resolve(t, copy_k)
+        stream = torch.cuda.current_stream().cuda_stream
+        n = 4099
+        ptr = ctypes.c_uint64()
+        assert t.mem_alloc(0, 4 * n, stream, ctypes.byref(ptr)) == OK, message(t)
+        assert ptr.value != 0
+        out = torch.full((n,), float("nan"), device="cuda")
+        c = config((n + 127) // 128, 128, stream=stream)
+        assert t.launch(fill, ctypes.byref(c), Args((ptr.value, n, False), 0.5, n).array, 3, 0) == OK, message(t)
+        assert t.launch(copy, ctypes.byref(c), Args((ptr.value, n, True), (out.data_ptr(), n, False), n).array,
+                        3, 0) == OK, message(t)
+        assert t.mem_free(0, ptr.value, stream) == OK, message(t)
+        torch.testing.assert_close(out, torch.arange(n, device="cuda", dtype=torch.float32) + 0.5)
+    finally:
+        t.kernel_release(fill_k)
+        t.kernel_release(copy_k)
+
+
+def test_bad_arguments_and_configurations_never_reach_the_gpu():
+    torch = need_torch()
+    t = table()
+    k = kernel_from_source(t, "saxpy")
+    try:
+        f = resolve(t, k)
+        n = 1024
+        x = torch.randn(n, device="cuda")
+        y = torch.randn(n, device="cuda")
+        before = y.clone()
+        c = config(4, 256, stream=torch.cuda.current_stream().cuda_stream)
+        wrong = Args(1.0, (x.data_ptr(), n, True), n, n)  # an int where y goes
+        assert t.launch(f, ctypes.byref(c), wrong.array, 4, 0) == ERROR_TYPE
+        assert "saxpy: argument 2 (float*)" in message(t)
+        assert t.launch(f, ctypes.byref(c), wrong.array, 4, NO_ARG_CHECKS) == ERROR_TYPE  # scalars keep their rules
+        big = config(1, 4096, stream=torch.cuda.current_stream().cuda_stream)
+        good = Args(1.0, (x.data_ptr(), n, True), (y.data_ptr(), n, False), n)
+        assert t.launch(f, ctypes.byref(big), good.array, 4, 0) == ERROR_LAUNCH_CONFIG
+        assert "block" in message(t)
+        torch.cuda.synchronize()
+        assert torch.equal(y, before)
+    finally:
+        t.kernel_release(k)
