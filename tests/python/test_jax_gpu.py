@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.gpu]
+# Before JAX starts its backend: no 75 % preallocation, so torch tests in this process and the child processes
+# below (each its own JAX) have GPU memory too.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 jax = pytest.importorskip("jax", reason="JAX is not installed")
 import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
@@ -155,7 +158,7 @@ def test_example_training_loop_matches_jax_numpy(example):
 
 
 def run_python(code, env_extra, cwd):
-    env = dict(os.environ, **env_extra)
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false", **env_extra)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(jitbridge.__file__).parents[1]),
                                                      env.get("PYTHONPATH", "")] if p)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
