@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -422,6 +423,32 @@ XLA_FFI_Error* run(XLA_FFI_CallFrame* frame) {
 
 }  // namespace
 }  // namespace jitbridge::xla_ffi
+
+extern "C" int jitbridge_xla_ffi_prepare(const char* payload, std::size_t size, int device, char* why,
+                                         std::size_t why_size) {
+  using namespace jitbridge::xla_ffi;
+  std::string message;
+  try {
+    if (!payload) throw PayloadError{"the payload is NULL"};
+    const Entry& entry = lookup(std::string_view(payload, size));
+    for (const LaunchPlan& l : entry.launches) {
+      jitbridge_function* f = nullptr;
+      if (table().kernel_resolve(l.kernel, device, &f) != JITBRIDGE_OK) {
+        message = fmt::format("kernel '{}' on device {}: {}", l.name, device, last_message());
+        break;
+      }
+    }
+  } catch (const PayloadError& e) {
+    message = e.message;
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "unknown exception";
+  }
+  if (message.empty()) return 0;
+  if (why && why_size) std::snprintf(why, why_size, "%s", message.c_str());
+  return 1;
+}
 
 extern "C" XLA_FFI_Error* jitbridge_xla_ffi_handler(XLA_FFI_CallFrame* call_frame) {
   if (!call_frame) return nullptr;

@@ -645,6 +645,10 @@ def _set_wheel_roots(roots: list) -> None:
     """
     The <site-packages>/nvidia/cu13 directories of this environment, in sys.path order, for the CUDA search (called by jitbridge/__init__.py before anything is loaded). RuntimeError once a search ran with others.
     """
+def _xla_ffi_prepare(payload: bytes, device: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Parses a jitbridge.jax call payload (bytes) into the FFI handler's table, compiles its kernels and loads them on CUDA device `device` (what XLA's initialize stage does), so modules are loaded before XLA runs or records the call. Raises RuntimeError with the reason (bad payload, compile error, no driver).
+    """
 def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
     """
     A jitbridge.ArrayView of `obj` (no copy), for work on the consumer stream.

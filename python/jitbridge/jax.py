@@ -171,12 +171,27 @@ def _payload(launches):
     return json.dumps({"v": _PAYLOAD_VERSION, "launches": launches}, separators=(",", ":"))
 
 
+def _prepare(payload):
+    """Loads the payload's kernels on every local CUDA device now, at trace time, before XLA runs or records the
+    call (XLA's initialize stage does it again, cheaply). Nothing without a CUDA backend (lowering only); a compile
+    or load failure raises RuntimeError here rather than inside XLA."""
+    try:
+        devices = jax.local_devices(backend="cuda")
+    except (RuntimeError, ValueError):  # no CUDA backend (the error type differs between JAX versions)
+        return
+    data = payload.encode("utf-8")
+    for d in devices:
+        _core._xla_ffi_prepare(data, d.local_hardware_id)
+
+
 def _call(launches, inputs, outputs):
     """The custom call: ``inputs`` (arrays) -> results of ``outputs`` (ShapeDtypeStructs), a list."""
     if not outputs:
         raise ValueError("jitbridge.jax: a call needs at least one result")
+    payload = _payload(launches)
+    _prepare(payload)
     call = jax.ffi.ffi_call(TARGET, outputs, vmap_method="sequential")
-    return list(call(*inputs, jitbridge=_payload(launches)))
+    return list(call(*inputs, jitbridge=payload))
 
 
 def kernel_call(kernel, *args, grid, block, shared_mem=0):

@@ -346,3 +346,16 @@ template <class T> __global__ void add(const T* x, T* y, int n) {}
   CHECK(px == x.ptr);
   CHECK(py == y.ptr);
 }
+
+TEST_CASE("xla_ffi: prepare loads a payload's kernels without a call frame; a bad payload is refused with the reason") {
+  const std::string text = payload(saxpy_launch(kSaxpyArgs));
+  const std::uint64_t before = last_launch().count;
+  char why[512] = "";
+  CHECK(jitbridge_xla_ffi_prepare(text.data(), text.size(), 0, why, sizeof why) == 0);
+  CHECK(last_launch().count == before);
+  CHECK(jitbridge_xla_ffi_prepare("{nope", 5, 0, why, sizeof why) == 1);
+  CHECK_THAT(std::string(why), Catch::Contains("malformed payload"));
+  CHECK(jitbridge_xla_ffi_prepare(text.data(), text.size(), 99, why, sizeof why) == 1);
+  CHECK_THAT(std::string(why), Catch::Contains("kernel 'saxpy' on device 99"));
+  CHECK(jitbridge_xla_ffi_prepare(nullptr, 0, 0, nullptr, 0) == 1);
+}

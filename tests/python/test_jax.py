@@ -205,3 +205,8 @@ def test_real_xla_calls_the_handler_and_raises_its_errors(module, cpu_probe):
     # found (jitbridge's error) or, with a driver, XLA's CPU context has no GPU stream (XLA's error).
     with pytest.raises(Exception, match=r"no CUDA driver|GPU|stream|context"):
         cpu_probe(launch_payload(module))
+
+
+def test_prepare_refuses_a_bad_payload_naming_the_reason():
+    with pytest.raises(RuntimeError, match=r"jitbridge XLA FFI call: malformed payload"):
+        jitbridge._core._xla_ffi_prepare(b"{nope", 0)

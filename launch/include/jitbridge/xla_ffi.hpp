@@ -1,6 +1,8 @@
 // jitbridge/xla_ffi.hpp — the generic XLA FFI handler (launch/src/xla_ffi.cpp): jitbridge kernels as XLA custom calls.
 #pragma once
 
+#include <stddef.h>
+
 // The XLA FFI C API's types (third_party/xla_ffi/include/xla/ffi/api/c_api.h), declared so this header needs no XLA.
 struct XLA_FFI_Error;
 struct XLA_FFI_CallFrame;
@@ -21,5 +23,11 @@ extern "C" {
 // Never throws; a failure returns an XLA_FFI_Error (INVALID_ARGUMENT for bad payloads, arguments and compile errors,
 // INTERNAL for driver and launch failures) whose message names the kernel and argument. Thread-safe.
 XLA_FFI_Error* jitbridge_xla_ffi_handler(XLA_FFI_CallFrame* call_frame);
+
+// What the initialize stage does, called by jitbridge.jax when it traces a call (so modules are loaded before XLA
+// runs or records anything, whichever stages XLA calls): parses `payload` (`size` bytes) into the table, compiles
+// its kernels and loads them on `device`. Returns 0, or 1 with the reason in `why` (why_size bytes, NUL-terminated;
+// may be NULL). Never throws; thread-safe; no GIL needed.
+int jitbridge_xla_ffi_prepare(const char* payload, size_t size, int device, char* why, size_t why_size);
 
 }  // extern "C"
