@@ -177,11 +177,13 @@ def cpu_probe():
     so only what comes before it is exercised here)."""
     name = "jitbridge_test_cpu_probe"
     jax.ffi.register_ffi_target(name, jitbridge._core._xla_ffi_handler, platform="cpu", api_version=1)
-    x = jnp.arange(8, dtype=jnp.float32)
+    cpu = jax.devices("cpu")[0]  # also on a machine whose default backend is CUDA
+    x = jax.device_put(jnp.arange(8, dtype=jnp.float32), cpu)
 
     def call(payload, **attrs):
         fn = jax.ffi.ffi_call(name, [jax.ShapeDtypeStruct((8,), jnp.float32)], vmap_method="sequential")
-        return jax.block_until_ready(fn(x, **({"jitbridge": payload} if payload is not None else {}), **attrs))
+        with jax.default_device(cpu):
+            return jax.block_until_ready(fn(x, **({"jitbridge": payload} if payload is not None else {}), **attrs))
     return call
 
 
