@@ -658,6 +658,10 @@ def _set_wheel_roots(roots: list) -> None:
     """
     The <site-packages>/nvidia/cu13 directories of this environment, in sys.path order, for the CUDA search (called by jitbridge/__init__.py before anything is loaded). RuntimeError once a search ran with others.
     """
+def _xla_ffi_prepare(payload: bytes, device: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Parses a jitbridge.jax call payload (bytes) into the FFI handler's table, compiles its kernels and loads them on CUDA device `device` (what XLA's initialize stage does), so modules are loaded before XLA runs or records the call. Raises RuntimeError with the reason (bad payload, compile error, no driver).
+    """
 def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
     """
     A jitbridge.ArrayView of `obj` (no copy), for work on the consumer stream.
@@ -812,3 +816,4 @@ def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     """
 _c_api: typing.Any  # value = <capsule object "jitbridge._core._c_api">
 _internals: typing.Any  # value = <capsule object "jitbridge._core._internals">
+_xla_ffi_handler: typing.Any  # value = <capsule object "xla._CUSTOM_CALL_TARGET">

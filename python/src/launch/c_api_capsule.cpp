@@ -1,7 +1,12 @@
 // c_api_capsule.cpp — the `_core._c_api` capsule: the core's C interface table (jitbridge/c_api.h) with
-// kernel_from_python filled in, so native add-ons launch _core's kernels with _core's own caches and no Python.
+// kernel_from_python filled in, so native add-ons launch _core's kernels with _core's own caches and no Python; and
+// `_core._xla_ffi_handler`, the generic XLA FFI handler (jitbridge/xla_ffi.hpp) that jitbridge.jax registers.
+#include <stdexcept>
+#include <string>
+
 #include "bindings.hpp"
 #include "jitbridge/c_api.hpp"
+#include "jitbridge/xla_ffi.hpp"
 #include "launch/kernels.hpp"
 
 namespace jitbridge::python {
@@ -38,6 +43,28 @@ void bind_c_api(py::module_& m) {
   PyObject* capsule = PyCapsule_New(const_cast<JitbridgeCApi*>(&kTable), JITBRIDGE_C_API_CAPSULE, nullptr);
   if (!capsule) throw py::error_already_set();
   m.attr("_c_api") = py::reinterpret_steal<py::object>(capsule);
+  // The handler's address, as jax.ffi.register_ffi_target takes it (jaxlib reads the pointer whatever the name).
+  // The function is part of _core: valid while the process runs.
+  PyObject* handler = PyCapsule_New(reinterpret_cast<void*>(&jitbridge_xla_ffi_handler), "xla._CUSTOM_CALL_TARGET",
+                                    nullptr);
+  if (!handler) throw py::error_already_set();
+  m.attr("_xla_ffi_handler") = py::reinterpret_steal<py::object>(handler);
+  m.def(
+      "_xla_ffi_prepare",
+      [](const py::bytes& payload, int device) {
+        std::string text = payload;  // copied: the call runs without the GIL
+        char why[2048] = "";
+        int rc = 0;
+        {
+          py::gil_scoped_release release;
+          rc = jitbridge_xla_ffi_prepare(text.data(), text.size(), device, why, sizeof why);
+        }
+        if (rc != 0) throw std::runtime_error(std::string("jitbridge XLA FFI call: ") + why);
+      },
+      py::arg("payload"), py::arg("device"),
+      "Parses a jitbridge.jax call payload (bytes) into the FFI handler's table, compiles its kernels and loads them "
+      "on CUDA device `device` (what XLA's initialize stage does), so modules are loaded before XLA runs or records "
+      "the call. Raises RuntimeError with the reason (bad payload, compile error, no driver).");
 }
 
 }  // namespace jitbridge::python
