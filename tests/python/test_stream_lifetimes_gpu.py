@@ -67,6 +67,7 @@ if case == "empty_like_in_with":             # empty_like(cupy_array) inside `wi
     with cp.cuda.Stream(non_blocking=True):
         y = jb.empty_like(x)
         k(GRID, BLOCK, (x, y, 2.0, 1.0, N))
+    assert isinstance(y, cp.ndarray), type(y)   # from CuPy's pool on CuPy's current stream (issue 28)
     out = cp.from_dlpack(y).get(); expect = 2 * x_host + 1
     del x, y
 elif case == "empty_stream_object":          # empty(..., stream=<CuPy Stream>), stream dropped, then the array
@@ -109,7 +110,9 @@ elif case in ("dlpack", "launch"):           # producer / consumer streams among
     x = cp.asarray(x_host)
     ps = stream(producer)
     with ps:
-        y = jb.empty_like(x) if memory == "device" else jb.as_array(cp.full(N, np.nan, dtype=cp.float32))
+        # A jitbridge.Tensor on CuPy's current stream (given as its int; empty_like(x) would allocate from CuPy's pool)
+        y = (jb.empty(N, "float32", stream=cp.cuda.get_current_stream().ptr) if memory == "device"
+             else jb.as_array(cp.full(N, np.nan, dtype=cp.float32)))
         k(GRID, BLOCK, (x, y, 2.0, -1.0, N))
     cs = stream(consumer)
     if case == "dlpack":

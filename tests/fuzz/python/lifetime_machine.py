@@ -148,9 +148,9 @@ class Machine:
             s = self.pick_stream()
             cupy_with = self.gpu and isinstance(s, self.cp.cuda.Stream) and self.rng.random() < 0.5
             tensors = [e.obj for e in self.arrays if e.kind == "jb"]
-            if cupy_with:          # CuPy's current stream: jitbridge finds (and keeps) the Stream object itself
-                with s:
-                    obj = jb.empty_like(self.cp.empty(N, dtype=self.cp.float32))
+            if cupy_with:          # CuPy's current stream as an int: jitbridge finds (and keeps) the Stream object
+                with s:            # (empty_like(cupy_array) would give a CuPy array from CuPy's pool)
+                    obj = jb.empty(N, "float32", stream=self.cp.cuda.get_current_stream().ptr)
             elif tensors and self.rng.random() < 0.25:   # another Tensor's stream, or stream=, with its owner
                 obj = jb.empty_like(self.rng.choice(tensors), stream=s if self.rng.random() < 0.5 else None)
             else:
