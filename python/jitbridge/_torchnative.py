@@ -256,3 +256,38 @@ def addon(torch):
 def unavailable_reason():
     """Why addon() gave None (None if it has not been tried or worked)."""
     return _state["reason"]
+
+
+def status():
+    """The add-on's state for doctor, building nothing: mode, torch, compiler, the cache entry and whether it
+    exists, or the reason it cannot be built."""
+    report = {"mode": None, "torch": None, "compiler": None, "path": None, "built": False, "reason": None}
+    try:
+        report["mode"] = mode()
+    except NativeRunnerError as e:
+        report["reason"] = str(e)
+        return report
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        report["reason"] = "torch is not installed"
+        return report
+    try:
+        import torch
+        import jitbridge
+        info = torch_info(torch)
+        report["torch"] = f"{info['version']} (CUDA {info['cuda']}, C++11 ABI {info['abi']})"
+        cxx = compiler()
+        if cxx is None:
+            raise _Unavailable("no C++ compiler (g++ or c++ on PATH, or $CXX)", "install g++ or set CXX")
+        compiler_id = _compiler_id(cxx)
+        report["compiler"] = compiler_id
+        if not os.path.isfile(os.path.join(info["include"], "torch", "library.h")):
+            raise _Unavailable("the installed torch has no C++ headers", "install a torch wheel with its headers")
+        key = cache_key(info, compiler_id, jitbridge.__version__)
+        report["path"] = os.path.join(_cache_root(), f"addon-{key}.so")
+        report["built"] = os.path.isfile(report["path"])
+    except _Unavailable as e:
+        report["reason"] = f"{e.why} (to fix: {e.fix})"
+    except Exception as e:  # noqa: BLE001 - doctor reports, it never crashes
+        report["reason"] = f"{type(e).__name__}: {e}"
+    return report
