@@ -1,5 +1,6 @@
 """_opexpr.py — declaration rules as expressions the native runner evaluates in C++ (torch_native/expr.hpp): sizes,
-element counts, scalar inputs and constants combined with + - * //, cdiv, minimum, maximum. A rule written as a
+ranks, element counts, scalar inputs and constants combined with + - * //, cdiv, minimum, maximum, comparisons,
+& |, where; and Check, an input check written the same way. A rule written as a
 lambda is traced once with stand-in tensors; one that does anything else (a comparison, a branch, a method other
 than numel/size/shape) stays a Python callable, run by the Python runner."""
 
@@ -37,10 +38,23 @@ class Expr:
         raise NotExpressible("true division (/) of a size: use // or cdiv()")
     __rtruediv__ = __truediv__
 
+    # comparisons and & | give expressions (1 or 0); using one as a Python bool (if, and, or, min, max) cannot be
+    # traced: that rule stays Python
+    def __lt__(self, o): return self._bin(o, "<")
+    def __le__(self, o): return self._bin(o, "<=")
+    def __gt__(self, o): return self._bin(o, ">")
+    def __ge__(self, o): return self._bin(o, ">=")
+    def __eq__(self, o): return self._bin(o, "==")
+    def __ne__(self, o): return self._bin(o, "!=")
+    def __and__(self, o): return self._bin(o, "&")
+    def __rand__(self, o): return self._bin(o, "&", True)
+    def __or__(self, o): return self._bin(o, "|")
+    def __ror__(self, o): return self._bin(o, "|", True)
+
     def _refuse(self, *args):
-        raise NotExpressible("a comparison, branch or conversion of a size (use minimum/maximum/cdiv from "
-                             "jitbridge.torch)")
-    __bool__ = __index__ = __int__ = __float__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse
+        raise NotExpressible("a branch or conversion of a size: if/and/or/min()/max() need a Python bool (use "
+                             "minimum, maximum, cdiv, where and & | from jitbridge.torch)")
+    __bool__ = __index__ = __int__ = __float__ = _refuse
     __mod__ = __rmod__ = __pow__ = __rpow__ = _refuse
     __hash__ = None
 
@@ -82,6 +96,64 @@ def maximum(a, b):
     return max(a, b)
 
 
+def where(condition, a, b):
+    """``a if condition else b`` for ints and expressions (a Python conditional cannot take an expression)."""
+    if any(isinstance(v, Expr) for v in (condition, a, b)):
+        return Expr(as_expr(condition).tokens + as_expr(a).tokens + as_expr(b).tokens + ("?",))
+    return a if condition else b
+
+
+class Check:
+    """A declared input check that also runs in C++: ``Check(lambda x, bias: (bias.dim() == 1) & (x.shape[-1] ==
+    bias.shape[0]), "bias must have shape [C] for x of shape [..., C]")``. The condition reads sizes, ranks and
+    scalars with + - * // == != < <= > >= & | (not and/or/if); when it is false (or reads a dimension a tensor does
+    not have) the op raises ValueError with the message and the shapes of the tensors it names. check= takes one
+    Check or a tuple of them (checked in order)."""
+
+    __slots__ = ("condition", "message", "names")
+
+    def __init__(self, condition, message):
+        import inspect
+        if not callable(condition):
+            raise TypeError(f"Check: the condition must be a callable, got {type(condition).__name__}")
+        if not isinstance(message, str) or not message:
+            raise TypeError("Check: the message must be a non-empty str")
+        self.condition, self.message = condition, " ".join(message.split())
+        self.names = tuple(inspect.signature(condition).parameters)
+
+    def holds(self, values):
+        try:
+            return bool(self.condition(**{n: values[n] for n in self.names}))
+        except IndexError:
+            return False
+
+    def error(self, values):
+        shown = ", ".join(f"{n} {list(values[n].shape)}" for n in self.names if hasattr(values[n], "shape"))
+        return ValueError(f"{self.message}; got {shown}")
+
+    def __repr__(self):
+        return f"Check({self.message!r})"
+
+
+class Checks:
+    """check= given as Check objects: callable as the Python runner calls a check (the names it asks for by
+    keyword), raising the first failed Check's ValueError."""
+
+    __slots__ = ("checks", "_jitbridge_names")
+
+    def __init__(self, checks):
+        self.checks = tuple(checks)
+        names = []
+        for c in self.checks:
+            names += [n for n in c.names if n not in names]
+        self._jitbridge_names = tuple(names)
+
+    def __call__(self, **values):
+        for c in self.checks:
+            if not c.holds(values):
+                raise c.error(values)
+
+
 class ShapeProxy:
     """``x.shape`` while tracing: indexable by an int; returned whole, an output shape copies x's."""
 
@@ -118,6 +190,13 @@ class TensorProxy:
 
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return Expr((f"r{self.slot}",))
+
+    @property
+    def ndim(self):
+        return self.dim()
 
     def __getattr__(self, attr):
         raise NotExpressible(f"{self.name}.{attr} (rules that run in C++ read only numel(), size(), shape)")

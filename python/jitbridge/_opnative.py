@@ -4,7 +4,8 @@ runner runs it). Needs no torch."""
 
 import numbers
 
-from ._opexpr import Expr, NotExpressible, ShapeProxy, TensorProxy, as_expr
+from ._kernels import RawKernel
+from ._opexpr import Checks, Expr, NotExpressible, ShapeProxy, TensorProxy, as_expr
 
 
 class _Writer:
@@ -68,8 +69,9 @@ def describe(spec):
 
 
 def _phase(w, phase, contiguous):
-    if phase.check_getter is not None:
-        raise NotExpressible(f"{phase.title}: check= is a Python callable")
+    check = phase.check_getter.fn if phase.check_getter is not None else None
+    if check is not None and not isinstance(check, Checks):
+        raise NotExpressible(f"{phase.title}: check= is a Python callable (jitbridge.torch.Check runs in C++)")
     rules = phase.outputs + phase.scratch
     slot = {n: i for i, n in enumerate(phase.arg_names)}
     for r in rules:
@@ -82,6 +84,13 @@ def _phase(w, phase, contiguous):
         env[r.name] = TensorProxy(slot[r.name], r.name)
     w.lines.append(f"phase {phase.title}")
     w.lines.append("args " + " ".join(kinds[k] for _, k in phase.args))
+    w.lines.append("names " + " ".join(phase.arg_names))
+    for c in check.checks if check is not None else ():
+        what = f"check {c.message!r}"
+        condition = _trace(lambda env: c.condition(**{n: env[n] for n in c.names}), env, what)
+        shown = ",".join(str(slot[n]) for n in c.names if isinstance(env[n], TensorProxy)) or "-"
+        w.lines.append(f"checkmsg {c.message}")
+        w.lines.append(f"check {shown} {_tokens(condition, what)}")
     w.lines.append(f"dispatch {slot[phase.dispatch]}")
     w.lines.append(f"contiguous {int(contiguous)}")
     w.lines.append(f"keyed {int(phase.keyed)}")
@@ -114,6 +123,8 @@ def _phase(w, phase, contiguous):
         label = f"{phase.title} launch {i}"
         w.lines.append("launch")
         for key, kernel in plan.kernels.items():
+            if not isinstance(kernel, RawKernel):
+                raise NotExpressible(f"{label}: the kernel {kernel!r} is not a jitbridge.RawKernel")
             w.lines.append(f"kernel {key or '*'} {w.kernel(kernel)}")
         w.lines += ["grid " + t for t in _dims(plan.grid, env, f"{label}: grid")]
         w.lines += ["block " + t for t in _dims(plan.block, env, f"{label}: block")]

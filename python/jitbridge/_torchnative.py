@@ -243,6 +243,9 @@ def addon(torch):
                 _state["reason"] = f"{e.why} (to fix: {e.fix})"
             except OSError as e:
                 _state["reason"] = f"the add-on could not be loaded ({e}) (to fix: python -m jitbridge torch build)"
+            except Exception as e:  # noqa: BLE001 - an unusable torch installation: the Python runner, with why
+                _state["reason"] = (f"{type(e).__name__}: {e} (to fix: check the torch installation, or set "
+                                    f"JITBRIDGE_TORCH_NATIVE=0)")
         if m == "required":
             raise NativeRunnerError(f"jitbridge.torch native runner (JITBRIDGE_TORCH_NATIVE=1): {_state['reason']}")
         if not _state["warned"]:

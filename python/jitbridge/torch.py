@@ -26,12 +26,12 @@ not on CUDA, tensors on different devices or a failed ``check``; TypeError for a
 for. Kernels run on torch's current stream; outputs come from torch's caching allocator. See docs/TORCH.md.
 """
 
-from ._opexpr import NotExpressible, cdiv, maximum, minimum
+from ._opexpr import Check, NotExpressible, cdiv, maximum, minimum, where
 from ._oprunner import compile_phase
 from ._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size  # noqa: F401 (DTYPE_NAMES: for tests)
 
-__all__ = ["custom_op", "function", "runner", "Launch", "Output", "numel", "size", "cdiv", "minimum", "maximum",
-           "OpDeclarationError", "Runner"]
+__all__ = ["custom_op", "function", "runner", "Launch", "Output", "Check", "numel", "size", "cdiv", "minimum",
+           "maximum", "where", "OpDeclarationError", "Runner"]
 
 
 class Runner:

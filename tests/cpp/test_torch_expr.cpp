@@ -28,6 +28,7 @@ struct FakeEnv : jtn::Env {
     return n;
   }
   jtn::Value scalar(int slot) const override { return scalars.at(slot); }
+  int64_t rank(int slot) const override { return static_cast<int64_t>(shapes.at(slot).size()); }
 };
 
 jtn::Value run(const std::string& text, const FakeEnv& env) {
@@ -64,6 +65,24 @@ TEST_CASE("torch expressions: sizes, numel, scalars and arithmetic", "[torch_exp
   CHECK(run("f1e-05", env).f == 1e-05);
   CHECK(run("i7 i2 /", env).i == 3);
   CHECK(run("v3 i2 /", env).f == 0.25);  // a float side: true division
+}
+
+TEST_CASE("torch expressions: rank, comparisons, logic and select (checks and conditional rules)", "[torch_expr]") {
+  FakeEnv env;
+  env.shapes[0] = {8, 300};
+  env.shapes[1] = {300};
+  env.scalars[2] = jtn::Value::real(0.5);
+  CHECK(run_int("r0", env) == 2);
+  CHECK(run_int("r1 i1 ==", env) == 1);
+  CHECK(run_int("r0 i1 >= r1 i1 == & s0:-1 s1:0 == &", env) == 1);  // bias is [C] for x [..., C]
+  CHECK(run_int("s0:-1 i2048 > s0:-1 i0 <= |", env) == 0);
+  CHECK(run_int("s0:-1 i256 <= i128 i256 ?", env) == 256);
+  CHECK(run_int("s0:0 i256 <= i128 i256 ?", env) == 128);
+  CHECK(run_int("v2 f0.5 ==", env) == 1);
+  CHECK(run_int("v2 i1 <", env) == 1);
+  CHECK(run_int("i3 i3 !=", env) == 0);
+  CHECK(run_int("i3 i4 <=", env) == 1);
+  CHECK_THROWS_AS(jtn::parse_expr(jtn::split_tokens("i1 i2 ?")), std::invalid_argument);
 }
 
 TEST_CASE("torch expressions: Python's floor and ceil division for negative operands", "[torch_expr]") {

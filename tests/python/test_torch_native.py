@@ -76,7 +76,7 @@ def test_shape_rules_scratch_and_bool_scalars(kernels):
 
 
 @pytest.mark.parametrize("grid, reason", [
-    (lambda x: max(1, x.numel() // 256), "comparison"),
+    (lambda x: max(1, x.numel() // 256), "branch or conversion"),
     (lambda x: x.numel() / 256, "true division"),
     (lambda x: len(x.shape), "sequence"),
     (lambda x: x.data_ptr(), "x.data_ptr"),
@@ -241,3 +241,34 @@ def test_doctor_reports_the_add_on(monkeypatch):
     off = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), JITBRIDGE_TORCH_NATIVE="0"))
     assert "off (JITBRIDGE_TORCH_NATIVE=0)" in off.stdout
+
+
+def test_checks_become_expressions_and_raise_the_same_error_in_python(kernels):
+    check = jt.Check(lambda x, alpha: (x.dim() >= 1) & (x.shape[-1] > 0) & (alpha == alpha), "x must not be empty")
+    spec = scale_spec(kernels, check=(check, jt.Check(lambda x: x.numel() <= 1 << 30, "x is too large")))
+    lines = _opnative.describe(spec)[0].splitlines()
+    assert "names x alpha" in lines
+    assert "checkmsg x must not be empty" in lines and "check 0 r0 i1 >= s0:-1 i0 > & v1 v1 == &" in lines
+    assert "checkmsg x is too large" in lines and "check 0 n0 i1073741824 <=" in lines
+    # the Python runner (and the fake) call the same Checks
+    fn = spec.forward.check_getter.fn
+    x = types.SimpleNamespace(shape=(3, 0), dim=lambda: 2, numel=lambda: 0)
+    with pytest.raises(ValueError, match=r"^x must not be empty; got x \[3, 0\]$"):
+        fn(x=x, alpha=1.0)
+    fn(x=types.SimpleNamespace(shape=(3, 2), dim=lambda: 2, numel=lambda: 6), alpha=1.0)
+    scalar = types.SimpleNamespace(shape=(), dim=lambda: 0, numel=lambda: 1)
+    with pytest.raises(ValueError, match="x must not be empty"):  # shape[-1] of a 0-d tensor: the check fails
+        fn(x=scalar, alpha=1.0)
+
+
+def test_where_and_comparisons_trace(kernels):
+    spec = scale_spec(kernels, grid=lambda x: jt.where(x.shape[-1] <= 512, 128, 256))
+    assert "grid s0:-1 i512 <= i128 i256 ?" in _opnative.describe(spec)[0].splitlines()
+    assert jt.where(True, 1, 2) == 1 and jt.where(0, 1, 2) == 2
+
+
+def test_a_callable_that_is_no_raw_kernel_keeps_python(kernels):
+    spec = OpSpec("tests::k", inputs=("x",), outputs={"y": Output(like="x")},
+                  forward=Launch(lambda grid, block, args: None, args=("x", "y"), grid=1, block=32))
+    with pytest.raises(_opexpr.NotExpressible, match="not a jitbridge.RawKernel"):
+        _opnative.describe(spec)

@@ -65,6 +65,13 @@ struct Phase {
   std::map<std::string, std::vector<std::pair<int, at::ScalarType>>> require;  // key ("*": unkeyed) -> (slot, dtype)
   std::vector<OutRule> outs;
   std::vector<LaunchPlan> launches;
+  std::vector<std::string> names;  // argument names, for messages
+  struct Check {
+    std::string message;
+    std::vector<int> shown;  // tensor slots whose shapes the message shows
+    jtn::Expr condition;
+  };
+  std::vector<Check> checks;
   int n_slots = 0;
   ~Phase() {
     for (auto& l : launches)
@@ -166,6 +173,18 @@ std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& tit
       p->contiguous = t.at(1) == "1";
     } else if (w == "trusted") {
       p->trusted = t.at(1) == "1";
+    } else if (w == "names") {
+      p->names.assign(t.begin() + 1, t.end());
+    } else if (w == "checkmsg") {  // checkmsg <message words>, then: check <slot,slot|-> <tokens>
+      Phase::Check c;
+      for (size_t j = 1; j < t.size(); ++j) c.message += (j > 1 ? " " : "") + t[j];
+      const auto& cl = lines.at(++i);
+      if (cl.at(0) != "check") throw std::invalid_argument("expected a check line");
+      std::istringstream slots(cl.at(1));
+      for (std::string one; std::getline(slots, one, ',');)
+        if (one != "-") c.shown.push_back(to_int(one));
+      c.condition = rest_expr(cl, 2);
+      p->checks.push_back(std::move(c));
     } else if (w == "keyed") {
       p->keyed = t.at(1) == "1";
     } else if (w == "allowed") {
@@ -252,6 +271,7 @@ struct Slots : jtn::Env {
     return t.size(d);
   }
   int64_t numel(int slot) const override { return tensor(slot).numel(); }
+  int64_t rank(int slot) const override { return tensor(slot).dim(); }
   jtn::Value scalar(int slot) const override {
     if (slot < 0 || static_cast<size_t>(slot) >= scalars.size())
       throw std::invalid_argument("slot " + std::to_string(slot) + " is no scalar");
@@ -283,6 +303,16 @@ int64_t evaluate_int(const Phase& p, const jtn::Expr& e, const Slots& s, const c
   TORCH_CHECK(false, text);
 }
 
+// An argument's name for messages.
+std::string arg_name(const Phase& p, size_t i) {
+  return i < p.names.size() ? p.names[i] : "argument " + std::to_string(i);
+}
+
+std::string dtype_text(at::ScalarType t) {
+  const char* n = name_of_dtype(t);
+  return n ? n : std::string(c10::toString(t));
+}
+
 // Runs `p` on the arguments args[0..n): checks, allocations (torch's caching allocator on the inputs' device),
 // launches on torch's current stream of that device. Returns the returned outputs. Throws c10 errors (ValueError,
 // TypeError, RuntimeError in Python) before any launch for bad inputs.
@@ -294,15 +324,15 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
   for (size_t i = 0; i < args.size(); ++i) {
     char k = p.kinds[i];
     if (k == 'T') {
-      TORCH_CHECK_TYPE(args[i].isTensor(), p.op, ": argument ", i, " must be a tensor");
+      TORCH_CHECK_TYPE(args[i].isTensor(), p.op, ": ", arg_name(p, i), " must be a tensor");
       const at::Tensor& t = args[i].toTensor();
-      TORCH_CHECK_VALUE(t.defined(), p.op, ": argument ", i, " is an undefined tensor");
+      TORCH_CHECK_VALUE(t.defined(), p.op, ": ", arg_name(p, i), " is an undefined tensor");
       if (!p.trusted) {
-        TORCH_CHECK_VALUE(t.is_cuda(), p.op, ": argument ", i, " is a ", t.device().type(),
+        TORCH_CHECK_VALUE(t.is_cuda(), p.op, ": ", arg_name(p, i), " is a ", c10::DeviceTypeName(t.device().type(), true),
                           " tensor; this op's kernels run on CUDA tensors");
         if (first >= 0)
-          TORCH_CHECK_VALUE(t.device() == s.tensors[static_cast<size_t>(first)].device(), p.op, ": argument ", i,
-                            " is on ", t.device(), " but argument ", first, " is on ",
+          TORCH_CHECK_VALUE(t.device() == s.tensors[static_cast<size_t>(first)].device(), p.op, ": ", arg_name(p, i),
+                            " is on ", t.device(), " but ", arg_name(p, static_cast<size_t>(first)), " is on ",
                             s.tensors[static_cast<size_t>(first)].device(), "; all tensors must be on one device");
       }
       if (first < 0) first = static_cast<int>(i);
@@ -324,8 +354,8 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
     if (!ok) {
       std::string list;
       for (const auto& a : p.allowed) list += (list.empty() ? "" : ", ") + a;
-      TORCH_CHECK_TYPE(false, p.op, ": argument ", p.dispatch, " has dtype ", lead.scalar_type(),
-                       "; the kernels are declared for ", list);
+      TORCH_CHECK_TYPE(false, p.op, ": ", arg_name(p, static_cast<size_t>(p.dispatch)), " has dtype ",
+                       dtype_text(lead.scalar_type()), "; the kernels are declared for ", list);
     }
   }
   if (!p.trusted) {
@@ -333,9 +363,26 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
     if (it != p.require.end())
       for (const auto& [slot, want] : it->second) {
         const at::Tensor& t = s.tensor(slot);
-        TORCH_CHECK_TYPE(t.scalar_type() == want, p.op, ": argument ", slot, " has dtype ", t.scalar_type(),
-                         ", expected ", want, " (with argument ", p.dispatch, " of dtype ", lead.scalar_type(), ")");
+        TORCH_CHECK_TYPE(t.scalar_type() == want, p.op, ": ", arg_name(p, static_cast<size_t>(slot)), " has dtype ",
+                         dtype_text(t.scalar_type()), ", expected ", dtype_text(want), " (with ",
+                         arg_name(p, static_cast<size_t>(p.dispatch)), " of dtype ", key, ")");
       }
+  }
+  for (const auto& c : p.checks) {
+    bool ok = false;
+    try {
+      jtn::Value v = jtn::eval(c.condition, s);
+      ok = v.is_float ? v.f != 0.0 : v.i != 0;
+    } catch (const std::invalid_argument&) {  // a dimension the tensor does not have: the check fails
+    }
+    if (!ok) {
+      std::ostringstream got;
+      for (size_t j = 0; j < c.shown.size(); ++j) {
+        size_t slot = static_cast<size_t>(c.shown[j]);
+        got << (j ? ", " : "") << (slot < p.names.size() ? p.names[slot] : "?") << " " << s.tensor(c.shown[j]).sizes();
+      }
+      TORCH_CHECK_VALUE(false, p.op, ": ", c.message, "; got ", got.str());
+    }
   }
   if (p.contiguous)
     for (auto& t : s.tensors)

@@ -33,14 +33,19 @@ class Env {
   virtual int64_t size(int slot, int64_t dim) const = 0;  // dim may be negative (counted from the end)
   virtual int64_t numel(int slot) const = 0;
   virtual Value scalar(int slot) const = 0;
+  virtual int64_t rank(int slot) const = 0;
 };
 
 // One instruction. Text form (one token each, space separated, postfix):
 //   i<int>   integer constant          f<double>  float constant (strtod syntax)
 //   s<slot>:<dim>  tensor size          n<slot>    tensor element count      v<slot>  scalar input
+//   r<slot>  tensor rank
 //   +  -  *  /  (floor division of integers; true division if either side is a float)
 //   c  (ceil division of integers)      m  (min)   M  (max)
-enum class Op : uint8_t { Int, Float, Size, Numel, Scalar, Add, Sub, Mul, Div, CeilDiv, Min, Max };
+//   <  <=  ==  !=  >  >=  (comparisons: integer 1 or 0)   &  |  (logical and/or of two values: 1 or 0)
+//   ?  (c a b ?: a if c is nonzero, else b)
+enum class Op : uint8_t { Int, Float, Size, Numel, Scalar, Rank, Add, Sub, Mul, Div, CeilDiv, Min, Max, Lt, Le,
+                          Eq, Ne, Gt, Ge, And, Or, Select };
 
 struct Instr {
   Op op;
@@ -109,9 +114,16 @@ inline Expr parse_expr(const std::vector<std::string>& tokens) {
       in.op = Op::Size;
       in.slot = detail::parse_slot(rest.substr(0, colon), t);
       in.i = detail::parse_int(rest.substr(colon + 1), t);
-    } else if (c == 'n' || c == 'v') {
-      in.op = c == 'n' ? Op::Numel : Op::Scalar;
+    } else if (c == 'n' || c == 'v' || c == 'r') {
+      in.op = c == 'n' ? Op::Numel : c == 'v' ? Op::Scalar : Op::Rank;
       in.slot = detail::parse_slot(rest, t);
+    } else if (t == "<" || t == "<=" || t == "==" || t == "!=" || t == ">" || t == ">=" || t == "&" || t == "|") {
+      in.op = t == "<" ? Op::Lt : t == "<=" ? Op::Le : t == "==" ? Op::Eq : t == "!=" ? Op::Ne : t == ">" ? Op::Gt
+              : t == ">=" ? Op::Ge : t == "&" ? Op::And : Op::Or;
+      pops = 2;
+    } else if (t == "?") {
+      in.op = Op::Select;
+      pops = 3;
     } else if (t.size() == 1 && (c == '+' || c == '-' || c == '*' || c == '/' || c == 'c' || c == 'm' || c == 'M')) {
       in.op = c == '+' ? Op::Add : c == '-' ? Op::Sub : c == '*' ? Op::Mul : c == '/' ? Op::Div
               : c == 'c' ? Op::CeilDiv : c == 'm' ? Op::Min : Op::Max;
@@ -134,13 +146,19 @@ inline Value eval(const Expr& e, const Env& env) {
   Value stack[64];
   size_t top = 0;
   for (const auto& in : e.code) {
-    if (top >= 64 && in.op <= Op::Scalar) throw std::invalid_argument("expression '" + e.text + "' is too deep");
+    if (top >= 64 && in.op <= Op::Rank) throw std::invalid_argument("expression '" + e.text + "' is too deep");
     switch (in.op) {
       case Op::Int: stack[top++] = Value::integer(in.i); continue;
       case Op::Float: stack[top++] = Value::real(in.f); continue;
       case Op::Size: stack[top++] = Value::integer(env.size(in.slot, in.i)); continue;
       case Op::Numel: stack[top++] = Value::integer(env.numel(in.slot)); continue;
       case Op::Scalar: stack[top++] = env.scalar(in.slot); continue;
+      case Op::Rank: stack[top++] = Value::integer(env.rank(in.slot)); continue;
+      case Op::Select: {
+        Value b = stack[--top], a = stack[--top], cond = stack[--top];
+        stack[top++] = (cond.is_float ? cond.f != 0.0 : cond.i != 0) ? a : b;
+        continue;
+      }
       default: break;
     }
     Value b = stack[--top], a = stack[--top], r;
@@ -178,6 +196,24 @@ inline Value eval(const Expr& e, const Env& env) {
       case Op::Max:
         r = ints ? Value::integer(a.i > b.i ? a.i : b.i) : (a.as_double() >= b.as_double() ? a : b);
         break;
+      case Op::Lt: case Op::Le: case Op::Eq: case Op::Ne: case Op::Gt: case Op::Ge: {
+        bool v;
+        if (ints) {
+          v = in.op == Op::Lt ? a.i < b.i : in.op == Op::Le ? a.i <= b.i : in.op == Op::Eq ? a.i == b.i
+              : in.op == Op::Ne ? a.i != b.i : in.op == Op::Gt ? a.i > b.i : a.i >= b.i;
+        } else {
+          double x = a.as_double(), y = b.as_double();
+          v = in.op == Op::Lt ? x < y : in.op == Op::Le ? x <= y : in.op == Op::Eq ? x == y : in.op == Op::Ne ? x != y
+              : in.op == Op::Gt ? x > y : x >= y;
+        }
+        r = Value::integer(v ? 1 : 0);
+        break;
+      }
+      case Op::And: case Op::Or: {
+        bool x = a.is_float ? a.f != 0.0 : a.i != 0, y = b.is_float ? b.f != 0.0 : b.i != 0;
+        r = Value::integer((in.op == Op::And ? (x && y) : (x || y)) ? 1 : 0);
+        break;
+      }
       default: throw std::invalid_argument("bad expression instruction");
     }
     stack[top++] = r;
