@@ -19,7 +19,7 @@ import time
 import warnings
 
 _HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_native")
-SOURCES = ("addon.cpp", "expr.hpp")
+SOURCES = ("addon.cpp", "plan.hpp", "expr.hpp")
 _CAPSULE = b"jitbridge._core._c_api"
 
 
