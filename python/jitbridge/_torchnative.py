@@ -228,7 +228,6 @@ def addon(torch):
     JITBRIDGE_TORCH_NATIVE=1."""
     m = mode()
     if m == "off":
-        _state["reason"] = "JITBRIDGE_TORCH_NATIVE=0"
         return None
     with _state_lock:
         if _state["addon"] is not None:
@@ -258,6 +257,11 @@ def addon(torch):
 
 def unavailable_reason():
     """Why addon() gave None (None if it has not been tried or worked)."""
+    try:
+        if mode() == "off":
+            return "JITBRIDGE_TORCH_NATIVE=0"
+    except NativeRunnerError as e:
+        return str(e)
     return _state["reason"]
 
 

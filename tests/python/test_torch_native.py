@@ -216,9 +216,20 @@ def test_fallback_warns_once_and_modes(fake, monkeypatch):
         _torchnative.addon(fake.torch)
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
     assert _torchnative.addon(fake.torch) is None and _torchnative.mode() == "off"
+    assert _torchnative.unavailable_reason() == "JITBRIDGE_TORCH_NATIVE=0"
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "yes")
     with pytest.raises(_torchnative.NativeRunnerError, match="use 0"):
         _torchnative.mode()
+
+
+def test_off_first_does_not_stop_a_later_build(fake, monkeypatch):
+    monkeypatch.setattr(_torchnative, "_cache_root", lambda: str(fake.cache))
+    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
+    assert _torchnative.addon(fake.torch) is None and not builds(fake)
+    monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE")
+    with pytest.warns(_torchnative.NativeRunnerWarning, match="could not be loaded"):
+        _torchnative.addon(fake.torch)
+    assert len(builds(fake)) == 1  # it was tried once the mode allowed it
 
 
 def test_a_library_that_does_not_load_falls_back(fake, monkeypatch):
