@@ -121,13 +121,13 @@ class Check:
         self.condition, self.message = condition, " ".join(message.split())
         self.names = tuple(inspect.signature(condition).parameters)
 
-    def holds(self, values):
+    def _holds(self, values):
         try:
             return bool(self.condition(**{n: values[n] for n in self.names}))
         except IndexError:
             return False
 
-    def error(self, values):
+    def _error(self, values):
         shown = ", ".join(f"{n} {list(values[n].shape)}" for n in self.names if hasattr(values[n], "shape"))
         return ValueError(f"{self.message}; got {shown}")
 
@@ -150,8 +150,8 @@ class Checks:
 
     def __call__(self, **values):
         for c in self.checks:
-            if not c.holds(values):
-                raise c.error(values)
+            if not c._holds(values):
+                raise c._error(values)
 
 
 class ShapeProxy:
