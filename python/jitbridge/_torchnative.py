@@ -152,6 +152,7 @@ def build(torch, *, root=None):
         os.makedirs(root, mode=0o700, exist_ok=True)
     except OSError as e:
         raise _Unavailable(f"cannot create {root} ({e})", "set JITBRIDGE_CACHE_DIR to a writable directory") from None
+    _check_private(root)
     path = os.path.join(root, f"addon-{key}.so")
     record_path = os.path.join(root, f"addon-{key}.json")
     if os.path.isfile(path):
@@ -182,6 +183,18 @@ def build(torch, *, root=None):
             json.dump(record, f, indent=1)
         os.replace(tmp, path)
         return path, dict(record, built=True)
+
+
+def _check_private(root):
+    """The add-on is loaded into the process: its directory must be this user's and writable by no one else (a
+    library planted there would run as this user). Raises _Unavailable naming the problem."""
+    st = os.stat(root)
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise _Unavailable(f"{root} belongs to another user (uid {st.st_uid}); the add-on is not loaded from it",
+                           "set JITBRIDGE_CACHE_DIR to a directory of your own")
+    if st.st_mode & 0o022:
+        raise _Unavailable(f"{root} is writable by group or others (mode {st.st_mode & 0o777:o}); the add-on is not "
+                           f"loaded from it", f"chmod go-w {root}")
 
 
 def _read_record(path, built):

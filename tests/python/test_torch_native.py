@@ -202,6 +202,14 @@ def test_no_headers_no_compiler_failed_build_say_why(fake, monkeypatch):
     assert _torchnative.compiler() is None
 
 
+def test_a_directory_others_can_write_is_refused(fake):
+    fake.cache.mkdir(mode=0o700)
+    fake.cache.chmod(0o777)
+    with pytest.raises(_torchnative._Unavailable, match="writable by group or others") as e:
+        _torchnative.build(fake.torch, root=str(fake.cache))
+    assert "chmod go-w" in e.value.fix and not builds(fake)
+
+
 def test_fallback_warns_once_and_modes(fake, monkeypatch):
     monkeypatch.setenv("FAKE_CXX_FAIL", "1")
     monkeypatch.setattr(_torchnative, "_cache_root", lambda: str(fake.cache))
