@@ -12,7 +12,29 @@ from _table import ROOT
 
 SMALL = (64, 64)   # x of the host-cost tables: launches so small that device time is negligible
 JITBRIDGE_OP = "jitbridge.torch.custom_op"
+JITBRIDGE_PYTHON = "jitbridge.torch.custom_op, Python runner"
 EAGER = "eager PyTorch: gelu(x + bias)"
+
+
+def python_runner_op(ops):
+    """Example 1's op declared again (another name) with JITBRIDGE_TORCH_NATIVE=0: the same kernels and rules on
+    the Python runner, next to the native one that ops.fused_bias_gelu uses when the torch add-on builds."""
+    import jitbridge.torch as jt
+    old = os.environ.get("JITBRIDGE_TORCH_NATIVE")
+    os.environ["JITBRIDGE_TORCH_NATIVE"] = "0"
+    try:
+        return jt.custom_op("jitbridge_bench::fused_bias_gelu_python_runner", **ops.BIAS_GELU)
+    finally:
+        if old is None:
+            del os.environ["JITBRIDGE_TORCH_NATIVE"]
+        else:
+            os.environ["JITBRIDGE_TORCH_NATIVE"] = old
+
+
+def runner_line(ops):
+    """Which runner example 1's op uses, and why (printed under the tables)."""
+    import jitbridge.torch as jt
+    return f"{JITBRIDGE_OP} runs on: {jt.runner(ops.fused_bias_gelu)!r}"
 
 
 def load_ops():
@@ -132,6 +154,7 @@ def peers(torch, ops, names=None):
     garbage). ``names``: only those."""
     makers = [(EAGER, lambda: eager_composite(torch)),
               (JITBRIDGE_OP, lambda: ops.fused_bias_gelu),
+              (JITBRIDGE_PYTHON, lambda: python_runner_op(ops)),
               ("jitbridge.torch.function", lambda: jitbridge_function(ops)),
               ("hand-written torch.library.custom_op", lambda: hand_custom_op(torch, *bare_kernels(torch, ops))),
               ("hand-written torch.autograd.Function", lambda: hand_function(torch, *bare_kernels(torch, ops))),

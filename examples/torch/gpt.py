@@ -260,6 +260,10 @@ def main(argv=None):
     parser.add_argument("--json", help="write the loss curves and step times to this file")
     parser.add_argument("--plot", help="plot the loss curves to this PNG file (needs matplotlib)")
     args = parser.parse_args(argv)
+    import jitbridge.torch as jt
+    runners = {op._schema.name: jt.runner(op) for op in (fused_bias_gelu, layer_norm, causal_softmax)}
+    for name, r in runners.items():  # JITBRIDGE_TORCH_NATIVE=0 runs this example on the Python runner
+        print(f"{name}: {r.kind} runner ({r.reason})")
 
     eager_losses, jit_losses = compare_losses(steps=args.steps)
     worst = max(abs(a - b) for a, b in zip(eager_losses, jit_losses))
@@ -270,7 +274,8 @@ def main(argv=None):
         print(f"  step {step:4d}: eager {eager_losses[step]:.5f}  jitbridge {jit_losses[step]:.5f}")
     report = {"steps": args.steps, "loss_tolerance": LOSS_TOLERANCE,
               "losses": {"eager": eager_losses, "jitbridge": jit_losses}, "timing": {},
-              "device": torch.cuda.get_device_name()}
+              "device": torch.cuda.get_device_name(),
+              "runners": {name: r.kind for name, r in runners.items()}}
     sizes = [] if args.sizes == "none" else args.sizes.split(",")
     torch.set_float32_matmul_precision("highest" if args.fp32_matmul else "high")
     report["matmul_precision"] = torch.get_float32_matmul_precision()

@@ -165,26 +165,26 @@ MAX_COLUMNS_PER_THREAD = 8
 def ln_threads(x):
     """Threads per layer-norm block: 128 for rows up to 512 columns, else 256 (a multiple of 32, never more
     than the row needs by much)."""
-    return 128 if x.shape[-1] <= 512 else 256
+    return jt.where(x.shape[-1] <= 512, 128, 256)
 
 
 def ln_rows(x):
-    return x.numel() // max(1, x.shape[-1])
+    return x.numel() // jt.maximum(1, x.shape[-1])
 
 
 def ln_row_blocks(x):
     return blocks(ln_rows(x), LN_ROWS_PER_BLOCK)
 
 
-def check_layer_norm(x, weight, bias):
-    """Raises ValueError unless weight and bias are [C] for x [..., C], with C <= 2048 (the backward keeps 8
-    columns per thread of 256)."""
-    C = x.shape[-1] if x.dim() else 0
-    if x.dim() < 1 or weight.shape != (C,) or bias.shape != (C,):
-        raise ValueError(f"weight and bias must have shape [C] for x of shape [..., C]; got x {tuple(x.shape)}, "
-                         f"weight {tuple(weight.shape)}, bias {tuple(bias.shape)}")
-    if not 0 < C <= MAX_COLUMNS_PER_THREAD * 256:
-        raise ValueError(f"the last dimension must be 1 to {MAX_COLUMNS_PER_THREAD * 256}, got {C}")
+# ValueError unless weight and bias are [C] for x [..., C], with C <= 2048 (the backward keeps 8 columns per
+# thread of 256); expressions, so that they run in C++ (jt.Check).
+check_layer_norm = (
+    jt.Check(lambda x, weight, bias: (x.dim() >= 1) & (weight.dim() == 1) & (bias.dim() == 1)
+             & (weight.shape[0] == x.shape[-1]) & (bias.shape[0] == x.shape[-1]),
+             "weight and bias must have shape [C] for x of shape [..., C]"),
+    jt.Check(lambda x: (x.shape[-1] > 0) & (x.shape[-1] <= MAX_COLUMNS_PER_THREAD * 256),
+             f"the last dimension must be 1 to {MAX_COLUMNS_PER_THREAD * 256}"),
+)
 
 
 ln_module = jitbridge.RawModule(code=LAYER_NORM_SOURCE, name_expressions=instances("ln_fwd", "ln_bwd", "ln_grad_reduce"))
@@ -211,17 +211,15 @@ layer_norm = jt.custom_op("jitbridge_gpt::layer_norm", **LAYER_NORM)
 
 
 def softmax_threads(x):
-    return 128 if x.shape[-1] <= 256 else 256
+    return jt.where(x.shape[-1] <= 256, 128, 256)
 
 
 def ln_rows_of_y(y):
     return ln_rows(y)
 
 
-def check_causal_softmax(x):
-    """Raises ValueError unless x is [..., T, T]."""
-    if x.dim() < 2 or x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"x must have shape [..., T, T] (queries by keys), got {tuple(x.shape)}")
+check_causal_softmax = jt.Check(lambda x: (x.dim() >= 2) & (x.shape[-1] == x.shape[-2]),
+                                "x must have shape [..., T, T] (queries by keys)")
 
 
 softmax_module = jitbridge.RawModule(code=CAUSAL_SOFTMAX_SOURCE,

@@ -154,25 +154,25 @@ gelu_module = jitbridge.RawModule(code=GELU_SOURCE,
                                   name_expressions=instances("bias_gelu_fwd", "bias_gelu_bwd", "bias_grad_reduce"))
 
 
+# The rules below are expressions (jt.maximum, not max(); jt.Check, not if/raise), so that the native runner
+# evaluates them in C++ and no Python runs per call (docs/TORCH.md, "Rules as expressions").
 def rows_of(x):
     """x viewed as [rows, C]: the number of rows."""
-    return x.numel() // max(1, x.shape[-1])
+    return x.numel() // jt.maximum(1, x.shape[-1])
 
 
 def rows_per_block(x):
     """Rows each bias_gelu_bwd block sums: ROWS_PER_BLOCK, or more so that the row blocks fit gridDim.y."""
-    return max(ROWS_PER_BLOCK, blocks(rows_of(x), 65535))
+    return jt.maximum(ROWS_PER_BLOCK, blocks(rows_of(x), 65535))
 
 
 def row_blocks(x):
     return blocks(rows_of(x), rows_per_block(x))
 
 
-def check_bias_gelu(x, bias):
-    """Raises ValueError unless bias is 1-D and matches x's last dimension (also runs on fake tensors)."""
-    if x.dim() < 1 or bias.dim() != 1 or x.shape[-1] != bias.shape[0]:
-        raise ValueError(f"bias must have shape [C] for x of shape [..., C]; got x {tuple(x.shape)}, "
-                         f"bias {tuple(bias.shape)}")
+# ValueError unless bias is 1-D and matches x's last dimension (also runs on fake tensors).
+check_bias_gelu = jt.Check(lambda x, bias: (x.dim() >= 1) & (bias.dim() == 1) & (x.shape[-1] == bias.shape[0]),
+                           "bias must have shape [C] for x of shape [..., C]")
 
 
 BIAS_GELU = dict(
@@ -249,10 +249,7 @@ SOFTMAX_THREADS = 256
 softmax_module = jitbridge.RawModule(code=SOFTMAX_SOURCE, name_expressions=instances("softmax_fwd", "softmax_bwd"))
 
 
-def check_softmax(x):
-    """Raises ValueError unless x is 2-D (also runs on fake tensors)."""
-    if x.dim() != 2:
-        raise ValueError(f"x must be 2-D [rows, columns], got shape {tuple(x.shape)}")
+check_softmax = jt.Check(lambda x: x.dim() == 2, "x must be 2-D [rows, columns]")
 
 
 ROW_SOFTMAX = dict(

@@ -3,6 +3,7 @@ forward and backward phases) before torch is imported. The pieces it is declared
 of one phase against its kernels in _opphase.py."""
 
 from ._opdecl import DTYPE_NAMES, SCALAR_KINDS, Launch, OpDeclarationError, Output, numel, size, _shown
+from ._opexpr import Check, Checks
 from ._opphase import _ALL, Phase, _names_asked
 
 __all__ = ["OpDeclarationError", "Launch", "Output", "numel", "size", "OpSpec", "DTYPE_NAMES"]
@@ -57,6 +58,10 @@ class OpSpec:
         for n in scratch:
             _identifier(n, "scratch tensor", name)
         self._check_unique([n for n, _ in self.inputs] + [n for n, _ in self.outputs] + list(scratch))
+        if isinstance(check, Check):
+            check = Checks((check,))
+        elif isinstance(check, (tuple, list)) and check and all(isinstance(c, Check) for c in check):
+            check = Checks(check)
         if check is not None and not callable(check):
             raise OpDeclarationError(f"{name}: check= takes a callable, got {_shown(check)}")
         forward = _launches(forward, name, "forward")

@@ -4,6 +4,7 @@
                                 [--name-expression EXPR] [--option OPT] [--ptx]
     python -m jitbridge cache info | cache clear
     python -m jitbridge doctor [--json]
+    python -m jitbridge torch build
 
 Mistakes (a missing file, a bad option, source that does not compile) print one
 ``jitbridge: error: ...`` line (a compile error adds its diagnostic) and exit with status 1;
@@ -218,9 +219,21 @@ def _doctor_report():
         report["cache"] = _cache_info()
     except Exception as e:  # noqa: BLE001
         report["cache"] = {"directory": None, "disk": False, "entries": 0, "bytes": 0, "error": str(e)}
+    from . import _torchnative
+    report["torch_native"] = _torchnative.status()
     report["usable"] = not problems
     report["problems"] = problems
     return report
+
+
+def _torch_native_line(native):
+    """doctor's line for the torch add-on (jitbridge.torch's native runner)."""
+    if native["mode"] == "off":
+        return "off (JITBRIDGE_TORCH_NATIVE=0): ops use the Python runner"
+    if native["reason"]:
+        return f"unavailable: {native['reason']}"
+    state = "built" if native["built"] else "not built yet (built at first use, or: python -m jitbridge torch build)"
+    return f"{state}: {native['path']}; torch {native['torch']}, {native['compiler']}"
 
 
 def _cmd_doctor(args):
@@ -259,6 +272,7 @@ def _cmd_doctor(args):
     elif not cache["disk"] and cache.get("disk_reason"):
         state += f": {cache['disk_reason']}"
     rows.append(("cache", f"{cache['directory'] or '(no directory)'} ({state})"))
+    rows.append(("torch add-on", _torch_native_line(report["torch_native"])))
     if report["usable"]:
         rows.append(("status", "ok: NVRTC and the CUDA headers are usable"))
     else:
@@ -269,6 +283,23 @@ def _cmd_doctor(args):
     for key, value in rows:
         print(f"{key + ':' if key else '':<{width}}{value}")
     return 0 if report["usable"] else 1
+
+
+def _cmd_torch_build(args):
+    from . import _torchnative
+    try:
+        import torch
+    except ImportError as e:
+        print(f"jitbridge torch build: PyTorch is not importable ({e})", file=sys.stderr)
+        return 1
+    try:
+        path, record = _torchnative.build(torch)
+    except _torchnative._Unavailable as e:
+        print(f"jitbridge torch build: {e.why}\nto fix: {e.fix}", file=sys.stderr)
+        return 1
+    how = f"built in {record.get('seconds', '?')} s" if record["built"] else "already built (cached)"
+    print(f"{path}: {how} for torch {record.get('torch')} (CUDA {record.get('torch_cuda')}), {record.get('compiler')}")
+    return 0
 
 
 def _parser(prog):
@@ -311,6 +342,12 @@ def _parser(prog):
                                              "picked it and the places tried before. Exit status 0 when NVRTC and "
                                              "the headers are usable, 1 otherwise.")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    torch_cmd = commands.add_parser("torch", help="the PyTorch add-on (jitbridge.torch's native runner)",
+                                    description="The C++ add-on jitbridge.torch builds at first use against the "
+                                                "installed torch, cached in the kernel cache directory.")
+    torch_commands = torch_cmd.add_subparsers(dest="torch_command", metavar="ACTION", required=True)
+    torch_commands.add_parser("build", help="build the add-on now (for images and clusters)").set_defaults(
+        func=_cmd_torch_build)
     doctor.set_defaults(func=_cmd_doctor)
     return parser
 

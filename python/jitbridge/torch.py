@@ -26,10 +26,38 @@ not on CUDA, tensors on different devices or a failed ``check``; TypeError for a
 for. Kernels run on torch's current stream; outputs come from torch's caching allocator. See docs/TORCH.md.
 """
 
+from ._opexpr import Check, NotExpressible, cdiv, maximum, minimum, where
 from ._oprunner import compile_phase
 from ._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size  # noqa: F401 (DTYPE_NAMES: for tests)
 
-__all__ = ["custom_op", "function", "Launch", "Output", "numel", "size", "OpDeclarationError"]
+__all__ = ["custom_op", "function", "runner", "Launch", "Output", "Check", "numel", "size", "cdiv", "minimum",
+           "maximum", "where", "OpDeclarationError", "Runner"]
+
+
+class Runner:
+    """Which runner an op registered by custom_op uses: ``kind`` is "native" (dispatcher kernels and an autograd
+    node in C++, torch_native/addon.cpp: no Python per call) or "python" (the compiled Python runner), ``reason``
+    why."""
+
+    __slots__ = ("kind", "reason")
+
+    def __init__(self, kind, reason):
+        self.kind, self.reason = kind, reason
+
+    def __repr__(self):
+        return f"<jitbridge.torch runner: {self.kind} ({self.reason})>"
+
+
+def runner(op):
+    """The Runner of an op custom_op registered (its OpOverload, OpOverloadPacket or "namespace::name").
+    Raises KeyError for an op this process did not declare."""
+    name = op if isinstance(op, str) else getattr(op, "_schema", None) and op._schema.name
+    if name is None:
+        name = getattr(op, "_qualified_op_name", None)
+    registration = _REGISTERED.get(name)
+    if registration is None:
+        raise KeyError(f"{op!r} is not an op declared with jitbridge.torch.custom_op in this process")
+    return registration.runner
 
 
 def custom_op(name, *, inputs, outputs, forward, save=(), backward=(), grads=None, scratch=None, check=None,
@@ -159,7 +187,7 @@ class _Registration:
     under the same registered name, and handles to the op taken before (``torch.ops.ns.name``, a model holding
     the OpOverload, a torch.compile graph) run the new ones."""
 
-    __slots__ = ("schemas", "op", "forward", "forward_fake", "backward", "backward_fake", "autograd")
+    __slots__ = ("schemas", "op", "forward", "forward_fake", "backward", "backward_fake", "autograd", "runner")
 
     def trampolines(self):
         """(forward, forward fake, backward, backward fake, Autograd kernel): what is registered, once."""
@@ -219,6 +247,7 @@ def _register_custom_op(spec):
                                  f"{shown(schemas)} (torch.library cannot redefine an op): keep the inputs, outputs "
                                  f"and backward, or choose another name")
     fresh = current is None
+    native = _native_plan(spec, torch, current)
     if fresh:
         current = _Registration()
         current.schemas = schemas
@@ -243,25 +272,81 @@ def _register_custom_op(spec):
                                          f"process by other code than a jitbridge declaration (torch.library names "
                                          f"are process-wide); choose another name, or use jitbridge.torch.function "
                                          f"for an unregistered op") from e
-            for key in ("CUDA", "CPU"):
-                library.impl(name, real, key)
             torch.library.register_fake(f"{namespace}::{name}", fake, lib=library)
             return getattr(ops, name).default
 
         current.op = define(short, schemas[0], t_forward, t_forward_fake)
         if spec.backward is not None:
             backward_op = define(short + "_backward", schemas[1], t_backward, t_backward_fake)
-            library.impl(short, t_autograd, "Autograd", with_keyset=True)
+        current.runner = _register_native(native) if native is not None else None
+        if current.runner is None or current.runner.kind == "python":
+            current.runner = current.runner or Runner("python", _native_reason)
+            for name, real in ((short, t_forward), (short + "_backward", t_backward)):
+                if name == short or spec.backward is not None:
+                    for key in ("CUDA", "CPU"):
+                        library.impl(name, real, key)
+            if spec.backward is not None:
+                library.impl(short, t_autograd, "Autograd", with_keyset=True)
         _LIBRARIES.append(library)
         _REGISTERED[spec.name] = current
-    elif spec.backward is not None:
-        backward_op = getattr(getattr(torch.ops, namespace), short + "_backward").default
+    else:
+        if spec.backward is not None:
+            backward_op = getattr(getattr(torch.ops, namespace), short + "_backward").default
+        if current.runner.kind == "native":
+            if native is None:
+                raise OpDeclarationError(f"{spec.name}: this process declared the op with the native runner; a "
+                                         f"re-declaration must keep it, but this one needs the Python runner "
+                                         f"({_native_reason}): write the rule as an expression, or choose another "
+                                         f"name")
+            current.runner = _register_native(native, redeclared=True)
+    try:
+        current.op.jitbridge_runner = current.runner
+    except AttributeError:
+        pass
     current.forward, current.forward_fake = forward, forward_fake
     if spec.backward is not None:
         current.backward, current.backward_fake = backward, backward_fake
         trusted = _phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
         current.autograd = _autograd_kernel(spec, torch, current.op, forward, backward_op, trusted)
     return current.op
+
+
+_native_reason = None  # why the last _native_plan() gave None
+
+
+def _native_plan(spec, torch, current):
+    """(add-on, description, kernels) to register ``spec`` natively, or None with the reason in _native_reason:
+    a rule that is no expression, the add-on off or unavailable (torch_native; it warns once), an op first declared
+    with the Python runner."""
+    global _native_reason
+    from . import _opnative, _torchnative
+    if current is not None and current.runner.kind == "python":
+        _native_reason = "first declared with the Python runner in this process: " + current.runner.reason
+        return None
+    try:
+        description, kernels = _opnative.describe(spec)
+    except NotExpressible as e:
+        _native_reason = f"a rule is a Python callable: {e}"
+        return None
+    addon = _torchnative.addon(torch)
+    if addon is None:
+        _native_reason = f"the native add-on is unavailable: {_torchnative.unavailable_reason()}"
+        return None
+    return addon, description, kernels
+
+
+def _register_native(native, redeclared=False):
+    """Registers the native kernels; a Runner. A refusal by the add-on is an error with JITBRIDGE_TORCH_NATIVE=1
+    or on a re-declaration, else the Python runner with the reason."""
+    from . import _torchnative
+    addon, description, kernels = native
+    try:
+        addon.register(description, kernels)
+    except RuntimeError as e:
+        if redeclared or _torchnative.mode() == "required":
+            raise OpDeclarationError(f"the native runner refused the declaration: {e}") from e
+        return Runner("python", f"the native runner refused the declaration: {e}")
+    return Runner("native", f"torch add-on {addon.path}")
 
 
 def _autograd_kernel(spec, torch, op, run_forward, backward_op, run_backward):

@@ -1,0 +1,537 @@
+// addon.cpp — jitbridge.torch's native runner: per declared op, dispatcher kernels (CUDA, CPU, Autograd) and a
+// generic autograd Node that run the op's declaration (expr.hpp programs) and launch through jitbridge's C interface
+// (c_api.h) with no Python and no GIL. Built at first use against the installed torch (jitbridge/_torchnative.py);
+// loaded with ctypes.PyDLL, so its two entry points run with the GIL held.
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/library.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "plan.hpp"
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Running a phase.
+
+struct Slots : jtn::Env {
+  const Phase& phase;
+  std::vector<at::Tensor> tensors;
+  std::vector<jtn::Value> scalars;
+  explicit Slots(const Phase& p) : phase(p), tensors(static_cast<size_t>(p.n_slots)),
+                                   scalars(static_cast<size_t>(p.n_slots)) {}
+  const at::Tensor& tensor(int slot) const {
+    if (slot < 0 || static_cast<size_t>(slot) >= tensors.size() || !tensors[static_cast<size_t>(slot)].defined())
+      throw std::invalid_argument("slot " + std::to_string(slot) + " holds no tensor yet");
+    return tensors[static_cast<size_t>(slot)];
+  }
+  int64_t size(int slot, int64_t dim) const override {
+    const at::Tensor& t = tensor(slot);
+    int64_t n = t.dim();
+    int64_t d = dim < 0 ? dim + n : dim;
+    if (d < 0 || d >= n)
+      throw std::invalid_argument("dimension " + std::to_string(dim) + " of a tensor of rank " + std::to_string(n));
+    return t.size(d);
+  }
+  int64_t numel(int slot) const override { return tensor(slot).numel(); }
+  int64_t rank(int slot) const override { return tensor(slot).dim(); }
+  jtn::Value scalar(int slot) const override {
+    if (slot < 0 || static_cast<size_t>(slot) >= scalars.size())
+      throw std::invalid_argument("slot " + std::to_string(slot) + " is no scalar");
+    return scalars[static_cast<size_t>(slot)];
+  }
+};
+
+jtn::Value evaluate(const Phase& p, const jtn::Expr& e, const Slots& s, const char* what) {
+  try {
+    return jtn::eval(e, s);
+  } catch (const std::exception& ex) {
+    TORCH_CHECK_VALUE(false, p.op, ": ", p.title, ": ", what, " (", e.text, "): ", ex.what());
+  }
+}
+
+int64_t evaluate_int(const Phase& p, const jtn::Expr& e, const Slots& s, const char* what) {
+  jtn::Value v = evaluate(p, e, s, what);
+  TORCH_CHECK_VALUE(!v.is_float, p.op, ": ", p.title, ": ", what, " (", e.text, ") gave a float, not an integer");
+  return v.i;
+}
+
+[[noreturn]] void launch_failed(const Phase& p, int code) {
+  const char* message = nullptr;
+  int cuda = 0;
+  g_api->last_error(&message, &cuda);
+  std::string text = p.op + ": " + p.title + ": " + (message ? message : "launch failed");
+  if (code == JITBRIDGE_ERROR_TYPE) TORCH_CHECK_TYPE(false, text);
+  if (code == JITBRIDGE_ERROR_VALUE || code == JITBRIDGE_ERROR_OVERFLOW) TORCH_CHECK_VALUE(false, text);
+  TORCH_CHECK(false, text);
+}
+
+// An argument's name for messages.
+std::string arg_name(const Phase& p, size_t i) {
+  return i < p.names.size() ? p.names[i] : "argument " + std::to_string(i);
+}
+
+std::string dtype_text(at::ScalarType t) {
+  const char* n = name_of_dtype(t);
+  return n ? n : std::string(c10::toString(t));
+}
+
+// Runs `p` on the arguments args[0..n): checks, allocations (torch's caching allocator on the inputs' device),
+// launches on torch's current stream of that device. Returns the returned outputs. Throws c10 errors (ValueError,
+// TypeError, RuntimeError in Python) before any launch for bad inputs.
+std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
+  TORCH_CHECK(args.size() == p.kinds.size(), p.op, ": ", p.title, " takes ", p.kinds.size(), " arguments, got ",
+              args.size());
+  Slots s(p);
+  int first = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    char k = p.kinds[i];
+    if (k == 'T') {
+      TORCH_CHECK_TYPE(args[i].isTensor(), p.op, ": ", arg_name(p, i), " must be a tensor");
+      const at::Tensor& t = args[i].toTensor();
+      TORCH_CHECK_VALUE(t.defined(), p.op, ": ", arg_name(p, i), " is an undefined tensor");
+      if (!p.trusted) {
+        TORCH_CHECK_VALUE(t.is_cuda(), p.op, ": ", arg_name(p, i), " is a ", c10::DeviceTypeName(t.device().type(), true),
+                          " tensor; this op's kernels run on CUDA tensors");
+        if (first >= 0)
+          TORCH_CHECK_VALUE(t.device() == s.tensors[static_cast<size_t>(first)].device(), p.op, ": ", arg_name(p, i),
+                            " is on ", t.device(), " but ", arg_name(p, static_cast<size_t>(first)), " is on ",
+                            s.tensors[static_cast<size_t>(first)].device(), "; all tensors must be on one device");
+      }
+      if (first < 0) first = static_cast<int>(i);
+      s.tensors[i] = t;
+    } else if (k == 'f') {
+      s.scalars[i] = jtn::Value::real(args[i].toDouble());
+    } else if (k == 'i') {
+      s.scalars[i] = jtn::Value::integer(args[i].toInt());
+    } else {
+      s.scalars[i] = jtn::Value::integer(args[i].toBool() ? 1 : 0);
+    }
+  }
+  const at::Tensor& lead = s.tensor(p.dispatch);
+  const char* key_name = name_of_dtype(lead.scalar_type());
+  std::string key = key_name ? key_name : "";
+  if (!p.allowed.empty() && !p.trusted) {
+    bool ok = false;
+    for (const auto& a : p.allowed) ok = ok || a == key;
+    if (!ok) {
+      std::string list;
+      for (const auto& a : p.allowed) list += (list.empty() ? "" : ", ") + a;
+      TORCH_CHECK_TYPE(false, p.op, ": ", arg_name(p, static_cast<size_t>(p.dispatch)), " has dtype ",
+                       dtype_text(lead.scalar_type()), "; the kernels are declared for ", list);
+    }
+  }
+  if (!p.trusted) {
+    auto it = p.require.find(p.keyed ? key : std::string("*"));
+    if (it != p.require.end())
+      for (const auto& [slot, want] : it->second) {
+        const at::Tensor& t = s.tensor(slot);
+        TORCH_CHECK_TYPE(t.scalar_type() == want, p.op, ": ", arg_name(p, static_cast<size_t>(slot)), " has dtype ",
+                         dtype_text(t.scalar_type()), ", expected ", dtype_text(want), " (with ",
+                         arg_name(p, static_cast<size_t>(p.dispatch)), " of dtype ", key, ")");
+      }
+  }
+  for (const auto& c : p.checks) {
+    bool ok = false;
+    try {
+      jtn::Value v = jtn::eval(c.condition, s);
+      ok = v.is_float ? v.f != 0.0 : v.i != 0;
+    } catch (const std::invalid_argument&) {  // a dimension the tensor does not have: the check fails
+    }
+    if (!ok) {
+      std::ostringstream got;
+      for (size_t j = 0; j < c.shown.size(); ++j) {
+        size_t slot = static_cast<size_t>(c.shown[j]);
+        got << (j ? ", " : "") << (slot < p.names.size() ? p.names[slot] : "?") << " " << s.tensor(c.shown[j]).sizes();
+      }
+      TORCH_CHECK_VALUE(false, p.op, ": ", c.message, "; got ", got.str());
+    }
+  }
+  if (p.contiguous)
+    for (auto& t : s.tensors)
+      if (t.defined() && !t.is_contiguous()) t = t.contiguous();
+  const c10::Device device = lead.device();
+  std::vector<at::Tensor> results;
+  for (const auto& r : p.outs) {
+    at::ScalarType dtype = r.dtype_slot >= 0 ? s.tensor(r.dtype_slot).scalar_type() : r.dtype_fixed;
+    std::vector<int64_t> shape;
+    if (r.like >= 0) {
+      auto sizes = s.tensor(r.like).sizes();
+      shape.assign(sizes.begin(), sizes.end());
+    } else {
+      for (const auto& d : r.dims) {
+        int64_t v = evaluate_int(p, d, s, "an output shape");
+        TORCH_CHECK_VALUE(v >= 0, p.op, ": ", p.title, ": an output shape (", d.text, ") gave ", v);
+        shape.push_back(v);
+      }
+    }
+    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
+    s.tensors[static_cast<size_t>(r.slot)] = out;
+    if (r.returned) results.push_back(out);
+  }
+  if (lead.is_cuda() && !p.launches.empty()) {
+    c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device);
+    auto* cu_stream = static_cast<CUstream_st*>(stream.native_handle());
+    std::vector<jitbridge_arg> packed;
+    for (const auto& l : p.launches) {
+      uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+      bool empty = false;
+      for (size_t d = 0; d < l.grid.size(); ++d) {
+        int64_t v = evaluate_int(p, l.grid[d], s, "grid");
+        TORCH_CHECK_VALUE(v >= 0 && v <= UINT32_MAX, p.op, ": ", p.title, ": grid (", l.grid[d].text, ") gave ", v);
+        grid[d] = static_cast<uint32_t>(v);
+        empty = empty || v == 0;
+      }
+      if (empty) continue;  // a grid with a zero dimension launches nothing
+      for (size_t d = 0; d < l.block.size(); ++d) {
+        int64_t v = evaluate_int(p, l.block[d], s, "block");
+        TORCH_CHECK_VALUE(v >= 1 && v <= UINT32_MAX, p.op, ": ", p.title, ": block (", l.block[d].text, ") gave ",
+                          v);
+        block[d] = static_cast<uint32_t>(v);
+      }
+      jitbridge_kernel* kernel = nullptr;
+      for (const auto& [k, kk] : l.kernels)
+        if (k == "*" || k == key) kernel = kk;  // "*": the one kernel of an unkeyed launch
+      TORCH_CHECK_TYPE(kernel != nullptr, p.op, ": ", p.title, ": no kernel for dtype ", lead.scalar_type());
+      jitbridge_function* fn = nullptr;
+      int rc = g_api->kernel_resolve(kernel, device.index(), &fn);
+      if (rc != JITBRIDGE_OK) launch_failed(p, rc);
+      packed.assign(l.args.size(), jitbridge_arg{});
+      for (size_t a = 0; a < l.args.size(); ++a) {
+        jitbridge_arg& out = packed[a];
+        const LaunchArg& in = l.args[a];
+        if (in.slot >= 0) {
+          const at::Tensor& t = s.tensor(in.slot);
+          out.kind = JITBRIDGE_ARG_ARRAY;
+          out.array.data = t.data_ptr();
+          out.array.device_type = 2;
+          out.array.device_id = t.get_device();
+          TORCH_CHECK_TYPE(dlpack_dtype(t.scalar_type(), &out.array.dtype_code, &out.array.dtype_bits), p.op,
+                           ": argument ", in.slot, " has dtype ", t.scalar_type(), ", which jitbridge does not take");
+          out.array.dtype_lanes = 1;
+          out.array.ndim = static_cast<int32_t>(t.dim());
+          out.array.shape = t.sizes().data();
+          out.array.strides = t.strides().data();
+        } else {
+          jtn::Value v = evaluate(p, in.expr, s, "a launch argument");
+          if (v.is_float) {
+            out.kind = JITBRIDGE_ARG_FLOAT;
+            out.f = v.f;
+          } else {
+            out.kind = in.boolean ? JITBRIDGE_ARG_BOOL : JITBRIDGE_ARG_INT;
+            out.i = v.i;
+          }
+        }
+      }
+      jitbridge_launch_config config{};
+      config.struct_size = sizeof config;
+      std::memcpy(config.grid, grid, sizeof grid);
+      std::memcpy(config.block, block, sizeof block);
+      if (l.has_shared) {
+        int64_t v = evaluate_int(p, l.shared, s, "shared_mem");
+        TORCH_CHECK_VALUE(v >= 0, p.op, ": ", p.title, ": shared_mem (", l.shared.text, ") gave ", v);
+        config.shared_mem = static_cast<size_t>(v);
+      }
+      config.stream = cu_stream;
+      rc = g_api->launch(fn, &config, packed.data(), packed.size(), 0);
+      if (rc != JITBRIDGE_OK) launch_failed(p, rc);
+    }
+  }
+  return results;
+}
+
+// The current entry of an op: re-declaring swaps it, calls in flight keep the one they took.
+struct Slot {
+  std::mutex mutex;
+  std::shared_ptr<const OpEntry> entry;
+  std::shared_ptr<const OpEntry> get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return entry;
+  }
+};
+
+void push_results(torch::jit::Stack* stack, size_t n_args, std::vector<at::Tensor>&& results) {
+  torch::jit::drop(*stack, n_args);
+  for (auto& r : results) stack->emplace_back(std::move(r));
+}
+
+// The CUDA (and CPU: it refuses CPU tensors with a ValueError) kernel of an op or of its _backward op.
+class PhaseKernel final : public c10::OperatorKernel {
+ public:
+  PhaseKernel(std::shared_ptr<Slot> slot, bool backward) : slot_(std::move(slot)), backward_(backward) {}
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    auto entry = slot_->get();
+    const Phase& p = backward_ ? *entry->backward : *entry->forward;
+    auto args = torch::jit::last(*stack, p.kinds.size());
+    push_results(stack, p.kinds.size(), run_phase(p, args));
+  }
+
+ private:
+  std::shared_ptr<Slot> slot_;
+  bool backward_;
+};
+
+// The autograd node of one call: saved tensors (version counters checked when unpacked), scalar inputs, and the
+// output metadata for gradients autograd does not have. apply() calls the <op>_backward op through the dispatcher
+// (its CUDA kernel is PhaseKernel: no Python; fake and functional tensors reach its registered fake).
+class JitbridgeNode final : public torch::autograd::Node {
+ public:
+  explicit JitbridgeNode(std::shared_ptr<const OpEntry> entry) : entry_(std::move(entry)) {}
+  std::string name() const override { return entry_->name + "_jitbridge_backward"; }
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const OpEntry& e = *entry_;
+    torch::jit::Stack stack;
+    bool any_requires_grad = false;
+    for (const auto& sv : saved_) {
+      at::Tensor t = sv.unpack(shared_from_this());  // throws for freed (no retain_graph) or modified tensors
+      any_requires_grad = any_requires_grad || t.requires_grad();
+      stack.emplace_back(std::move(t));
+    }
+    for (size_t pos : e.grad_outputs) {
+      at::Tensor g = pos < grads.size() ? grads[pos] : at::Tensor();
+      if (!g.defined()) g = at::zeros(out_shapes_[pos], out_options_[pos]);
+      any_requires_grad = any_requires_grad || g.requires_grad();
+      stack.emplace_back(std::move(g));
+    }
+    TORCH_CHECK(!(at::GradMode::is_enabled() && any_requires_grad), e.name,
+                ": double backward (create_graph=True through this op's gradient) is not supported: jitbridge ops "
+                "have a first derivative only. Differentiate once, or write the gradient as its own op with a "
+                "backward");
+    for (const auto& v : scalars_) stack.push_back(v);
+    TORCH_CHECK(e.backward_op.has_value(), e.name, ": no backward op");
+    e.backward_op->callBoxed(&stack);
+    TORCH_CHECK(stack.size() == e.grad_inputs.size(), e.name, ": the backward returned ", stack.size(),
+                " tensors, expected ", e.grad_inputs.size());
+    torch::autograd::variable_list out(e.tensor_inputs.size());
+    for (size_t j = 0; j < e.grad_inputs.size(); ++j) out[e.grad_inputs[j]] = stack[j].toTensor();
+    return out;
+  }
+
+  void release_variables() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& sv : saved_) sv.reset_data();
+  }
+
+  std::shared_ptr<const OpEntry> entry_;
+  std::vector<torch::autograd::SavedVariable> saved_;
+  std::vector<c10::IValue> scalars_;
+  std::vector<std::vector<int64_t>> out_shapes_;
+  std::vector<at::TensorOptions> out_options_;
+};
+
+// The Autograd kernel: with grad mode on and a tensor input requiring grad, a JitbridgeNode records the call;
+// the op itself always runs below autograd through the dispatcher (CUDA kernel, or fake/functional modes).
+class AutogradKernel final : public c10::OperatorKernel {
+ public:
+  explicit AutogradKernel(std::shared_ptr<Slot> slot) : slot_(std::move(slot)) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    auto entry = slot_->get();
+    const OpEntry& e = *entry;
+    auto args = torch::jit::last(*stack, e.n_inputs);
+    std::vector<at::Tensor> inputs;
+    bool needs = false;
+    for (size_t i : e.tensor_inputs) {
+      inputs.push_back(args[i].toTensor());
+      needs = needs || inputs.back().requires_grad();
+    }
+    needs = needs && at::GradMode::is_enabled() && e.backward_op.has_value();
+    if (!needs) {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+      return;
+    }
+    std::shared_ptr<JitbridgeNode> node(new JitbridgeNode(entry), torch::autograd::deleteNode);
+    node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
+    for (size_t i : e.scalars) node->scalars_.push_back(args[i]);
+    std::vector<at::Tensor> saved_inputs(e.n_inputs);
+    for (const auto& [is_output, index] : e.saved)
+      if (!is_output) saved_inputs[index] = args[index].toTensor();
+    {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+    }
+    auto outs = torch::jit::last(*stack, e.n_outputs);
+    std::vector<at::Tensor> outputs;
+    for (const auto& v : outs) {
+      at::Tensor t = v.toTensor();
+      if (torch::autograd::isDifferentiableType(t.scalar_type()))
+        torch::autograd::set_history(t, node);
+      else
+        node->add_input_metadata(torch::autograd::Node::undefined_input());
+      node->out_shapes_.emplace_back(t.sizes().begin(), t.sizes().end());
+      node->out_options_.push_back(t.options());
+      outputs.push_back(std::move(t));
+    }
+    for (const auto& [is_output, index] : e.saved)
+      node->saved_.emplace_back(is_output ? outputs[index] : saved_inputs[index], is_output);
+  }
+
+ private:
+  std::shared_ptr<Slot> slot_;
+};
+
+// Per op: its slot and the torch::Library fragments holding its kernel registrations (never freed: the
+// registrations must outlive every call, and the process's exit must not run torch or jitbridge teardown here).
+struct Registered {
+  std::shared_ptr<Slot> slot;
+  std::vector<std::unique_ptr<torch::Library>> libraries;
+};
+std::map<std::string, Registered>* g_registered = new std::map<std::string, Registered>();
+
+std::vector<std::vector<std::string>> split_lines(const char* text) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto tokens = jtn::split_tokens(line);
+    if (!tokens.empty()) out.push_back(std::move(tokens));
+  }
+  return out;
+}
+
+void copy_message(char* why, size_t size, const std::string& text) {
+  if (why && size) std::snprintf(why, size, "%s", text.c_str());
+}
+
+std::vector<size_t> indices(const std::vector<std::string>& t) {
+  std::vector<size_t> out;
+  for (size_t j = 1; j < t.size(); ++j) out.push_back(static_cast<size_t>(to_int(t[j])));
+  return out;
+}
+
+void register_op(const char* description, void* const* py_kernels, size_t n_kernels) {
+  std::vector<jitbridge_kernel*> kernels;
+  struct Releaser {
+    std::vector<jitbridge_kernel*>& k;
+    ~Releaser() {
+      for (auto* p : k) g_api->kernel_release(p);
+    }
+  } releaser{kernels};
+  for (size_t i = 0; i < n_kernels; ++i) {
+    jitbridge_kernel* k = nullptr;
+    int rc = g_api->kernel_from_python(py_kernels[i], &k);
+    if (rc != JITBRIDGE_OK) {
+      const char* message = nullptr;
+      g_api->last_error(&message, nullptr);
+      throw std::invalid_argument(std::string("kernel ") + std::to_string(i) + ": " + (message ? message : "?"));
+    }
+    kernels.push_back(k);
+  }
+  auto lines = split_lines(description);
+  auto entry = std::make_shared<OpEntry>();
+  std::string backward_name;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& t = lines[i];
+    const std::string& w = t[0];
+    if (w == "op") {
+      entry->name = t.at(1);
+      entry->n_inputs = static_cast<size_t>(to_int(t.at(2)));
+      entry->n_outputs = static_cast<size_t>(to_int(t.at(3)));
+    } else if (w == "tensor_inputs") {
+      entry->tensor_inputs = indices(t);
+    } else if (w == "saved") {
+      entry->saved.emplace_back(t.at(1) == "o", static_cast<size_t>(to_int(t.at(2))));
+    } else if (w == "scalars") {
+      entry->scalars = indices(t);
+    } else if (w == "grad_outputs") {
+      entry->grad_outputs = indices(t);
+    } else if (w == "grad_inputs") {
+      entry->grad_inputs = indices(t);
+    } else if (w == "backward_op") {
+      backward_name = t.at(1);
+    } else if (w == "phase") {
+      std::string title = t.at(1);
+      ++i;
+      auto phase = parse_phase(entry->name, title, lines, i, kernels);
+      (title == "forward" ? entry->forward : entry->backward) = std::move(phase);
+    } else {
+      throw std::invalid_argument("unknown record '" + w + "'");
+    }
+  }
+  if (!entry->forward) throw std::invalid_argument("the description has no forward phase");
+  if (!backward_name.empty()) {
+    if (!entry->backward) throw std::invalid_argument("backward_op without a backward phase");
+    entry->backward_op = c10::Dispatcher::singleton().findSchemaOrThrow(backward_name.c_str(), "");
+  }
+  auto found = g_registered->find(entry->name);
+  if (found != g_registered->end()) {  // a re-declaration: same schema (checked in Python), new kernels and plans
+    std::lock_guard<std::mutex> lock(found->second.slot->mutex);
+    found->second.slot->entry = entry;
+    return;
+  }
+  Registered reg;
+  reg.slot = std::make_shared<Slot>();
+  reg.slot->entry = entry;
+  auto colon = entry->name.find("::");
+  std::string ns = entry->name.substr(0, colon), short_name = entry->name.substr(colon + 2);
+  auto impl = [&](c10::DispatchKey key, const std::string& name, std::unique_ptr<c10::OperatorKernel> kernel) {
+    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, key, __FILE__, __LINE__);
+    if (auto* k = dynamic_cast<PhaseKernel*>(kernel.get())) {
+      kernel.release();
+      lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::unique_ptr<PhaseKernel>(k)));
+    } else {
+      auto* a = static_cast<AutogradKernel*>(kernel.release());
+      lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(std::unique_ptr<AutogradKernel>(a)));
+    }
+    reg.libraries.push_back(std::move(lib));
+  };
+  for (auto key : {c10::DispatchKey::CUDA, c10::DispatchKey::CPU}) {
+    impl(key, short_name, std::make_unique<PhaseKernel>(reg.slot, false));
+    if (entry->backward) impl(key, short_name + "_backward", std::make_unique<PhaseKernel>(reg.slot, true));
+  }
+  if (entry->backward) impl(c10::DispatchKey::Autograd, short_name, std::make_unique<AutogradKernel>(reg.slot));
+  (*g_registered)[entry->name] = std::move(reg);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Takes _core's C interface table (from the capsule, read by Python). Returns 0, or 1 with the reason in `why`.
+__attribute__((visibility("default"))) int jitbridge_torch_native_init(const void* table, char* why, size_t size) {
+  const auto* api = static_cast<const JitbridgeCApi*>(table);
+  if (!jitbridge_c_api_check(api, JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, why, size)) return 1;
+  g_api = api;
+  return 0;
+}
+
+// Registers (or, for a name registered before, replaces) the native kernels of one op from its description;
+// `py_kernels` are the RawKernel objects the description refers to by index. Needs the GIL (ctypes.PyDLL holds
+// it). Returns 0, or 1 with the reason in `why`; nothing is registered then.
+__attribute__((visibility("default"))) int jitbridge_torch_native_register(const char* description,
+                                                                            void* const* py_kernels,
+                                                                            size_t n_kernels, char* why,
+                                                                            size_t size) {
+  if (!g_api) {
+    copy_message(why, size, "jitbridge_torch_native_init was not called");
+    return 1;
+  }
+  try {
+    register_op(description, py_kernels, n_kernels);
+    return 0;
+  } catch (const std::exception& e) {
+    copy_message(why, size, e.what());
+    return 1;
+  } catch (...) {
+    copy_message(why, size, "unknown C++ exception");
+    return 1;
+  }
+}
+
+}  // extern "C"

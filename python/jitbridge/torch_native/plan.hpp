@@ -1,0 +1,248 @@
+// plan.hpp — the torch add-on's view of a declaration: the phases, output rules, launches and autograd wiring of
+// one op, parsed from the text jitbridge/_opnative.py writes (one record per line, rules as expr.hpp programs).
+// Included by addon.cpp only (the add-on is one translation unit).
+#ifndef JITBRIDGE_TORCH_NATIVE_PLAN_HPP
+#define JITBRIDGE_TORCH_NATIVE_PLAN_HPP
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/ScalarType.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "expr.hpp"
+#include "jitbridge/c_api.h"
+
+namespace jtn = jitbridge_torch_native;
+
+namespace {
+
+const JitbridgeCApi* g_api = nullptr;  // _core's table: static, lives as long as the process
+
+// ---------------------------------------------------------------------------------------------------------------
+// The declaration, parsed from the text _torchnative.py writes (one record per line).
+
+struct OutRule {
+  int slot = 0;
+  bool returned = true;
+  int dtype_slot = -1;       // the dtype of this argument's tensor, or:
+  at::ScalarType dtype_fixed = at::ScalarType::Undefined;
+  int like = -1;             // the shape of this argument's tensor, or:
+  std::vector<jtn::Expr> dims;
+};
+
+struct LaunchArg {
+  int slot = -1;             // a tensor slot, or an expression:
+  jtn::Expr expr;
+  bool boolean = false;      // the expression is a bool scalar input
+};
+
+struct LaunchPlan {
+  std::vector<std::pair<std::string, jitbridge_kernel*>> kernels;  // dtype key ("*": any) -> kernel (owned)
+  std::vector<jtn::Expr> grid, block;
+  bool has_shared = false;
+  jtn::Expr shared;
+  std::vector<LaunchArg> args;
+};
+
+struct Phase {
+  std::string op, title;
+  std::vector<char> kinds;   // per argument: T (tensor), f, i, b
+  int dispatch = 0;
+  bool contiguous = true, trusted = false, keyed = false;
+  std::vector<std::string> allowed;  // empty: any dtype
+  std::map<std::string, std::vector<std::pair<int, at::ScalarType>>> require;  // key ("*": unkeyed) -> (slot, dtype)
+  std::vector<OutRule> outs;
+  std::vector<LaunchPlan> launches;
+  std::vector<std::string> names;  // argument names, for messages
+  struct Check {
+    std::string message;
+    std::vector<int> shown;  // tensor slots whose shapes the message shows
+    jtn::Expr condition;
+  };
+  std::vector<Check> checks;
+  int n_slots = 0;
+  ~Phase() {
+    for (auto& l : launches)
+      for (auto& k : l.kernels) g_api->kernel_release(k.second);
+  }
+};
+
+// What the Autograd kernel and the Node need besides the phases.
+struct OpEntry {
+  std::string name;
+  size_t n_inputs = 0, n_outputs = 0;
+  std::vector<size_t> tensor_inputs;                  // positions of the tensor inputs
+  std::vector<std::pair<bool, size_t>> saved;         // (is output, index) in save order
+  std::vector<size_t> scalars;                        // input positions of scalar inputs
+  std::vector<size_t> grad_outputs;                   // output positions whose gradients the backward takes
+  std::vector<size_t> grad_inputs;                    // tensor-input ordinals the backward's results go to
+  std::shared_ptr<Phase> forward, backward;
+  std::optional<c10::OperatorHandle> backward_op;
+};
+
+at::ScalarType dtype_of_name(const std::string& n) {
+  static const std::map<std::string, at::ScalarType> names = {
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+      {"int8", at::kChar},     {"uint8", at::kByte},     {"int16", at::kShort},  {"uint16", at::kUInt16},
+      {"int32", at::kInt},     {"uint32", at::kUInt32},  {"int64", at::kLong},   {"uint64", at::kUInt64},
+      {"bool", at::kBool}};
+  auto it = names.find(n);
+  if (it == names.end()) throw std::invalid_argument("unknown dtype '" + n + "'");
+  return it->second;
+}
+
+const char* name_of_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kShort: return "int16";
+    case at::kUInt16: return "uint16";
+    case at::kInt: return "int32";
+    case at::kUInt32: return "uint32";
+    case at::kLong: return "int64";
+    case at::kUInt64: return "uint64";
+    case at::kBool: return "bool";
+    default: return nullptr;
+  }
+}
+
+// DLPack dtype code and bits of a torch dtype; false for one jitbridge.torch does not take.
+bool dlpack_dtype(at::ScalarType t, uint8_t* code, uint8_t* bits) {
+  switch (t) {
+    case at::kFloat: *code = 2; *bits = 32; return true;
+    case at::kDouble: *code = 2; *bits = 64; return true;
+    case at::kHalf: *code = 2; *bits = 16; return true;
+    case at::kBFloat16: *code = 4; *bits = 16; return true;
+    case at::kChar: *code = 0; *bits = 8; return true;
+    case at::kShort: *code = 0; *bits = 16; return true;
+    case at::kInt: *code = 0; *bits = 32; return true;
+    case at::kLong: *code = 0; *bits = 64; return true;
+    case at::kByte: *code = 1; *bits = 8; return true;
+    case at::kUInt16: *code = 1; *bits = 16; return true;
+    case at::kUInt32: *code = 1; *bits = 32; return true;
+    case at::kUInt64: *code = 1; *bits = 64; return true;
+    case at::kBool: *code = 6; *bits = 8; return true;
+    default: return false;
+  }
+}
+
+int to_int(const std::string& s) {
+  size_t used = 0;
+  int v = std::stoi(s, &used);
+  if (used != s.size()) throw std::invalid_argument("bad integer '" + s + "'");
+  return v;
+}
+
+// Parses one phase from `lines` starting after its "phase" line; stops at "endphase". `kernels` are the kernels
+// the description refers to by index (borrowed; retained for each use).
+std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& title,
+                                   const std::vector<std::vector<std::string>>& lines, size_t& i,
+                                   const std::vector<jitbridge_kernel*>& kernels) {
+  auto p = std::make_shared<Phase>();
+  p->op = op;
+  p->title = title;
+  auto rest_expr = [](const std::vector<std::string>& t, size_t from) {
+    return jtn::parse_expr(std::vector<std::string>(t.begin() + static_cast<long>(from), t.end()));
+  };
+  for (; i < lines.size(); ++i) {
+    const auto& t = lines[i];
+    const std::string& w = t[0];
+    if (w == "endphase") break;
+    if (w == "args") {
+      for (size_t j = 1; j < t.size(); ++j) p->kinds.push_back(t[j].at(0));
+      p->n_slots = static_cast<int>(p->kinds.size());
+    } else if (w == "dispatch") {
+      p->dispatch = to_int(t.at(1));
+    } else if (w == "contiguous") {
+      p->contiguous = t.at(1) == "1";
+    } else if (w == "trusted") {
+      p->trusted = t.at(1) == "1";
+    } else if (w == "names") {
+      p->names.assign(t.begin() + 1, t.end());
+    } else if (w == "checkmsg") {  // checkmsg <message words>, then: check <slot,slot|-> <tokens>
+      Phase::Check c;
+      for (size_t j = 1; j < t.size(); ++j) c.message += (j > 1 ? " " : "") + t[j];
+      const auto& cl = lines.at(++i);
+      if (cl.at(0) != "check") throw std::invalid_argument("expected a check line");
+      std::istringstream slots(cl.at(1));
+      for (std::string one; std::getline(slots, one, ',');)
+        if (one != "-") c.shown.push_back(to_int(one));
+      c.condition = rest_expr(cl, 2);
+      p->checks.push_back(std::move(c));
+    } else if (w == "keyed") {
+      p->keyed = t.at(1) == "1";
+    } else if (w == "allowed") {
+      p->allowed.assign(t.begin() + 1, t.end());
+    } else if (w == "require") {
+      p->require[t.at(1)].emplace_back(to_int(t.at(2)), dtype_of_name(t.at(3)));
+    } else if (w == "out") {  // out <slot> <returned> <a<slot>|d<dtype>> like <slot> | dims <n>
+      OutRule r;
+      r.slot = to_int(t.at(1));
+      r.returned = t.at(2) == "1";
+      const std::string& d = t.at(3);
+      if (d.at(0) == 'a') r.dtype_slot = to_int(d.substr(1));
+      else r.dtype_fixed = dtype_of_name(d.substr(1));
+      if (t.at(4) == "like") {
+        r.like = to_int(t.at(5));
+      } else {
+        int n = to_int(t.at(5));
+        for (int k = 0; k < n; ++k) {
+          const auto& dl = lines.at(++i);
+          if (dl.at(0) != "dim") throw std::invalid_argument("expected a dim line");
+          r.dims.push_back(rest_expr(dl, 1));
+        }
+      }
+      p->n_slots = std::max(p->n_slots, r.slot + 1);
+      p->outs.push_back(std::move(r));
+    } else if (w == "launch") {
+      LaunchPlan l;
+      for (++i; i < lines.size() && lines[i].at(0) != "endlaunch"; ++i) {
+        const auto& u = lines[i];
+        if (u[0] == "kernel") {
+          jitbridge_kernel* k = kernels.at(static_cast<size_t>(to_int(u.at(2))));
+          g_api->kernel_retain(k);
+          l.kernels.emplace_back(u.at(1), k);
+        } else if (u[0] == "grid") {
+          l.grid.push_back(rest_expr(u, 1));
+        } else if (u[0] == "block") {
+          l.block.push_back(rest_expr(u, 1));
+        } else if (u[0] == "shared") {
+          l.has_shared = true;
+          l.shared = rest_expr(u, 1);
+        } else if (u[0] == "arg") {
+          LaunchArg a;
+          if (u.at(1) == "slot") {
+            a.slot = to_int(u.at(2));
+          } else {
+            a.expr = rest_expr(u, 2);
+            a.boolean = u.at(1) == "bool";
+          }
+          l.args.push_back(std::move(a));
+        } else {
+          throw std::invalid_argument("unknown launch record '" + u[0] + "'");
+        }
+      }
+      if (l.grid.empty() || l.grid.size() > 3 || l.block.empty() || l.block.size() > 3)
+        throw std::invalid_argument("a launch needs 1 to 3 grid and block dimensions");
+      p->launches.push_back(std::move(l));
+    } else {
+      throw std::invalid_argument("unknown phase record '" + w + "'");
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+#endif

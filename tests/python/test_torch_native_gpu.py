@@ -1,0 +1,267 @@
+"""jitbridge.torch's native runner on the GPU (torch_native/addon.cpp: dispatcher kernels and a C++ autograd node):
+forward and backward against eager PyTorch and against the same declaration on the Python runner, gradcheck in
+float64, opcheck, torch.compile(fullgraph=True), CUDA graphs, a side stream, retain_graph, double backward refused,
+saved tensors modified in place, bad inputs, re-declaration, and the fallbacks to the Python runner.
+
+The add-on is built at first use (JITBRIDGE_TORCH_NATIVE=1 here: a build failure fails the tests instead of falling
+back). Inputs are fresh random data; outputs come from torch's caching allocator after it was filled with NaN."""
+import os
+
+import pytest
+
+import jitbridge
+
+pytestmark = [pytest.mark.gpu]
+torch = pytest.importorskip("torch")
+
+import jitbridge.torch as jt  # noqa: E402
+from jitbridge.torch import Launch, Output, numel  # noqa: E402
+
+SRC = r'''
+// y = x * w + alpha, z = x - w (two outputs); the backward takes both incoming gradients.
+template <class T> __global__ void fwd(const T* x, const T* w, T* y, T* z, T alpha, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) { y[i] = x[i] * w[i] + alpha; z[i] = x[i] - w[i]; }
+}
+template <class T> __global__ void bwd(const T* x, const T* w, const T* gy, const T* gz, T* gx, T* gw, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) { gx[i] = gy[i] * w[i] + gz[i]; gw[i] = gy[i] * x[i] - gz[i]; }
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def module():
+    return jitbridge.RawModule(code=SRC, name_expressions=[f"{k}<{t}>" for k in ("fwd", "bwd")
+                                                           for t in ("float", "double")])
+
+
+def declaration(module, block=256):
+    def per_dtype(k):
+        return {"float32": module.get_function(f"{k}<float>"), "float64": module.get_function(f"{k}<double>")}
+    return dict(inputs=("x", "w", "alpha: float"), outputs={"y": Output(like="x"), "z": Output(like="x")},
+                forward=Launch(per_dtype("fwd"), args=("x", "w", "y", "z", "alpha", numel("x")),
+                               grid=lambda x: jt.cdiv(x.numel(), block), block=block),
+                save=("x", "w"),
+                backward=Launch(per_dtype("bwd"), args=("x", "w", "grad_y", "grad_z", "grad_x", "grad_w",
+                                                        numel("x")),
+                                grid=lambda x: (x.numel() + block - 1) // block, block=block),
+                grads={"x": Output(like="x"), "w": Output(like="w")})
+
+
+def declare(name, decl, native):
+    old = os.environ.get("JITBRIDGE_TORCH_NATIVE")
+    os.environ["JITBRIDGE_TORCH_NATIVE"] = "1" if native else "0"
+    try:
+        return jt.custom_op(name, **decl)
+    finally:
+        if old is None:
+            del os.environ["JITBRIDGE_TORCH_NATIVE"]
+        else:
+            os.environ["JITBRIDGE_TORCH_NATIVE"] = old
+
+
+@pytest.fixture(scope="module")
+def ops(module):
+    native = declare("jitbridge_native_tests::mul_add", declaration(module), native=True)
+    python = declare("jitbridge_native_tests::mul_add_py", declaration(module), native=False)
+    return native, python
+
+
+def poison_allocator(nbytes=64 << 20):
+    junk = torch.full((nbytes // 4,), float("nan"), device="cuda")
+    del junk
+
+
+def reference(x, w, alpha):
+    return x * w + alpha, x - w
+
+
+def inputs(shape, dtype, strided=False):
+    if strided:
+        x = torch.randn(shape[0], 2 * shape[1], device="cuda", dtype=dtype)[:, ::2]
+        assert not x.is_contiguous()
+    else:
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape, device="cuda", dtype=dtype)
+    return x.detach().requires_grad_(), w.requires_grad_()
+
+
+def test_runner_property_says_native_and_why(ops):
+    native, python = ops
+    r = jt.runner(native)
+    assert r.kind == "native" and "add-on" in r.reason and "native" in repr(r)
+    assert jt.runner(python).kind == "python" and "JITBRIDGE_TORCH_NATIVE=0" in jt.runner(python).reason
+    assert jt.runner("jitbridge_native_tests::mul_add") is r
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape, strided", [((1000,), False), ((37, 129), False), ((64, 256), True)])
+def test_forward_backward_match_eager_and_the_python_runner(ops, dtype, shape, strided):
+    native, python = ops
+    x, w = inputs(shape, dtype, strided)
+    gy, gz = torch.randn_like(x), torch.randn_like(x)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    results = {}
+    for name, fn in (("native", native), ("python", python), ("eager", reference)):
+        poison_allocator()
+        y, z = fn(x, w, 0.5)
+        gx, gw = torch.autograd.grad((y, z), (x, w), (gy, gz))
+        results[name] = (y, z, gx, gw)
+    for name in ("native", "python"):
+        for got, want in zip(results[name], results["eager"]):
+            torch.testing.assert_close(got, want, **tol)
+    assert results["native"][0].grad_fn.name() == "jitbridge_native_tests::mul_add_jitbridge_backward"
+
+
+def test_an_output_without_gradient_gets_zeros(ops):
+    native, _ = ops
+    x, w = inputs((300,), torch.float64)
+    poison_allocator()
+    y, z = native(x, w, 2.0)
+    gx, gw = torch.autograd.grad(y.sum(), (x, w))  # z takes no part: its gradient is zeros
+    torch.testing.assert_close(gx, w.detach())
+    torch.testing.assert_close(gw, x.detach())
+
+
+def test_gradcheck_float64(ops):
+    native, _ = ops
+    x, w = inputs((17, 5), torch.float64)
+    assert torch.autograd.gradcheck(lambda x, w: native(x, w, 0.25), (x, w))
+
+
+def test_opcheck(ops):
+    native, _ = ops
+    x, w = inputs((8, 33), torch.float32)
+    torch.library.opcheck(native, (x, w, 1.5))
+
+
+def test_torch_compile_fullgraph(ops):
+    native, _ = ops
+
+    def model(x, w):
+        y, z = native(x, w, 0.75)
+        return (y * z).sum()
+
+    compiled = torch.compile(model, fullgraph=True)
+    x, w = inputs((64, 65), torch.float32)
+    want = model(x, w)
+    gx_want, gw_want = torch.autograd.grad(want, (x, w))
+    got = compiled(x, w)
+    gx, gw = torch.autograd.grad(got, (x, w))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(gx, gx_want)
+    torch.testing.assert_close(gw, gw_want)
+
+
+def test_cuda_graph_capture_and_replay(ops):
+    native, _ = ops
+    x = torch.randn(4096, device="cuda")
+    w = torch.randn(4096, device="cuda")
+    native(x, w, 1.0)  # resolve the kernels before capture
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            y, z = native(x, w, 1.0)
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        w.copy_(torch.randn_like(w))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, x * w + 1.0)
+        torch.testing.assert_close(z, x - w)
+
+
+def test_side_stream(ops):
+    native, _ = ops
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        x, w = inputs((1 << 20,), torch.float32)
+        y, z = native(x, w, 3.0)
+        gx, gw = torch.autograd.grad(y.sum(), (x, w))
+    stream.synchronize()
+    torch.testing.assert_close(y, x * w + 3.0)
+    torch.testing.assert_close(gx, w.detach())
+
+
+def test_retain_graph_and_backward_twice(ops):
+    native, _ = ops
+    x, w = inputs((100,), torch.float64)
+    y, z = native(x, w, 0.0)
+    loss = (y + z).sum()
+    g1 = torch.autograd.grad(loss, (x, w), retain_graph=True)
+    g2 = torch.autograd.grad(loss, (x, w))
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        torch.autograd.grad(loss, (x, w))
+
+
+def test_double_backward_is_refused(ops):
+    native, _ = ops
+    x, w = inputs((10,), torch.float64)
+    y, _ = native(x, w, 0.0)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(y.sum(), (x, w), create_graph=True)
+
+
+def test_saved_tensor_modified_in_place_is_detected(ops):
+    native, _ = ops
+    x, w = inputs((10,), torch.float32)
+    w2 = w * 1  # a non-leaf saved by the op
+    y, _ = native(x, w2, 0.0)
+    with torch.no_grad():
+        w2.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_bad_inputs_raise_before_launching(ops):
+    native, _ = ops
+    x = torch.randn(10, device="cuda")
+    with pytest.raises(ValueError, match="cpu tensor; this op's kernels run on CUDA tensors"):
+        native(torch.randn(10), torch.randn(10), 1.0)
+    with pytest.raises(TypeError, match="declared for float32, float64"):
+        native(x.half(), x.half(), 1.0)
+    with pytest.raises(TypeError, match="expected"):
+        native(x, x.double(), 1.0)
+
+
+def test_empty_input_launches_nothing(ops):
+    native, _ = ops
+    x = torch.randn(0, device="cuda", requires_grad=True)
+    y, z = native(x, x, 1.0)
+    assert y.shape == (0,) and z.shape == (0,)
+    gx, = torch.autograd.grad(y.sum(), x)
+    assert gx.shape == (0,)
+
+
+def test_redeclaring_swaps_the_kernels_under_every_handle(module):
+    name = "jitbridge_native_tests::redeclared"
+    first = declare(name, declaration(module, block=128), native=True)
+    x, w = inputs((999,), torch.float32)
+    torch.testing.assert_close(first(x, w, 1.0)[0], x * w + 1.0)
+    # the same schema with a rule that needs Python: refused, the op keeps working
+    bad = declaration(module)
+    bad["forward"] = Launch(bad["forward"].kernels, args=bad["forward"].args, grid=lambda x: max(1, x.numel()),
+                            block=256)
+    with pytest.raises(jt.OpDeclarationError, match="native runner"):
+        declare(name, bad, native=True)
+    second = declare(name, declaration(module, block=64), native=True)
+    assert second is first or second == first
+    torch.testing.assert_close(first(x, w, 2.0)[0], x * w + 2.0)
+
+
+def test_python_rules_fall_back_with_the_reason(module):
+    decl = declaration(module)
+    decl["forward"] = Launch(decl["forward"].kernels, args=decl["forward"].args,
+                             grid=lambda x: max(1, (x.numel() + 255) // 256), block=256)
+    op = declare("jitbridge_native_tests::python_rule", decl, native=True)
+    r = jt.runner(op)
+    assert r.kind == "python" and "branch or conversion" in r.reason
+    x, w = inputs((77,), torch.float64)
+    y, z = op(x, w, 1.0)
+    torch.testing.assert_close(y, x * w + 1.0)
