@@ -56,6 +56,12 @@ class _Query:
         t = tensors[self.name]
         return t.numel() if self.dim is None else t.shape[self.dim]
 
+    def _env_getter(self):
+        name, dim = self.name, self.dim
+        if dim is None:
+            return lambda env: env[name].numel()
+        return lambda env: env[name].shape[dim]
+
     def __repr__(self):
         return f"numel({_shown(self.name)})" if self.dim is None else f"size({_shown(self.name)}, {self.dim})"
 

@@ -110,9 +110,13 @@ class Check:
     not have) the op raises ValueError with the message and the shapes of the tensors it names. check= takes one
     Check or a tuple of them (checked in order)."""
 
-    __slots__ = ("condition", "message", "names")
+    __slots__ = {"condition": "the callable given: it takes the names it checks (inputs, scalars) as parameters",
+                 "message": "the ValueError's text (blanks collapsed)",
+                 "names": "the condition's parameter names, in order"}
 
     def __init__(self, condition, message):
+        """A check of ``condition`` (a callable of input names) that raises ValueError(``message``) when false.
+        Raises TypeError for a condition that is not callable or an empty message."""
         import inspect
         if not callable(condition):
             raise TypeError(f"Check: the condition must be a callable, got {type(condition).__name__}")

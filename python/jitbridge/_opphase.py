@@ -20,13 +20,30 @@ def _tensor_param(p):
 class _Value:
     """Something a phase computes from its names (a launch argument, a grid/block/shared_mem rule, an output shape,
     the check): a name's value, a constant, ``numel``/``size`` of a tensor (``query``), or a callable given the
-    names it asks for by position, by keyword or all of them (``all``). ``source(local, bind, defined)`` writes it
-    as a Python expression over local variables, which the compiled runner (_oprunner.py) runs."""
+    names it asks for by position, by keyword or all of them (``all``). ``_Value(env)`` evaluates it over a dict
+    of names (the native runner's tracer, _opnative.py, calls it with stand-in tensors); ``source(local, bind,
+    defined)`` writes it as a Python expression over local variables (the compiled runner, _oprunner.py)."""
 
-    __slots__ = ("kind", "fn", "names")
+    __slots__ = ("kind", "fn", "names", "_call")
 
     def __init__(self, kind, fn, names):
         self.kind, self.fn, self.names = kind, fn, names
+        if kind == "name":
+            only = names[0]
+            self._call = lambda env: env[only]
+        elif kind == "constant":
+            self._call = lambda env: fn
+        elif kind == "query":
+            self._call = fn._env_getter()
+        elif kind == "all":
+            self._call = lambda env: fn(**env)
+        elif kind == "positional":
+            self._call = lambda env: fn(*[env[n] for n in names])
+        else:
+            self._call = lambda env: fn(**{n: env[n] for n in names})
+
+    def __call__(self, env):
+        return self._call(env)
 
     def source(self, local, bind, defined):
         """This value as an expression: ``local(name)`` spells a name's variable, ``bind(obj)`` a constant object,

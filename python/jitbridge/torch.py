@@ -39,9 +39,10 @@ class Runner:
     node in C++, torch_native/addon.cpp: no Python per call) or "python" (the compiled Python runner), ``reason``
     why."""
 
-    __slots__ = ("kind", "reason")
+    __slots__ = {"kind": '"native" or "python": the runner the op uses', "reason": "why that runner (a sentence)"}
 
     def __init__(self, kind, reason):
+        """Made by custom_op when it registers an op; read it with runner(op)."""
         self.kind, self.reason = kind, reason
 
     def __repr__(self):

@@ -67,6 +67,7 @@ if case == "empty_like_in_with":             # empty_like(cupy_array) inside `wi
     with cp.cuda.Stream(non_blocking=True):
         y = jb.empty_like(x)
         k(GRID, BLOCK, (x, y, 2.0, 1.0, N))
+    cp.cuda.runtime.deviceSynchronize()      # the launch ran on the dropped stream, which .get() does not wait for
     assert isinstance(y, cp.ndarray), type(y)   # from CuPy's pool on CuPy's current stream (issue 28)
     out = cp.from_dlpack(y).get(); expect = 2 * x_host + 1
     del x, y

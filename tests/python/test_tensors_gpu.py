@@ -107,8 +107,10 @@ def test_dlpack_export_options():
     torch.cuda.synchronize()
     assert torch.equal(c, src)
     assert "dltensor_versioned" in repr(t.__dlpack__(max_version=(1, 0), dl_device=t.__dlpack_device__()))
-    with pytest.raises(BufferError, match="dl_device"):
-        t.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(BufferError, match="dl_device"):     # another CUDA device than the tensor's
+        t.__dlpack__(dl_device=(2, t.__dlpack_device__()[1] + 1))
+    with pytest.raises(BufferError, match="copy"):          # the host needs a copy (test_host_copy_gpu.py has more)
+        t.__dlpack__(dl_device=(1, 0), copy=False)
 
 
 def test_dlpack_stream_hands_the_tensor_over():
