@@ -129,7 +129,7 @@ def fake(tmp_path, monkeypatch):
     log = tmp_path / "builds.log"
     monkeypatch.setenv("CXX", str(cxx))
     monkeypatch.setenv("FAKE_CXX_LOG", str(log))
-    monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE", raising=False)
+    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
     monkeypatch.setattr(_torchnative, "_state", {"addon": None, "reason": None, "warned": False})
     return types.SimpleNamespace(torch=torch, root=root, cxx=cxx, log=log, cache=tmp_path / "cache")
 
@@ -224,7 +224,7 @@ def test_fallback_warns_once_and_modes(fake, monkeypatch):
         _torchnative.addon(fake.torch)
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
     assert _torchnative.addon(fake.torch) is None and _torchnative.mode() == "off"
-    assert _torchnative.unavailable_reason() == "JITBRIDGE_TORCH_NATIVE=0"
+    assert _torchnative.unavailable_reason().startswith("off: the native runner is experimental")
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "yes")
     with pytest.raises(_torchnative.NativeRunnerError, match="use 0"):
         _torchnative.mode()
@@ -234,7 +234,7 @@ def test_off_first_does_not_stop_a_later_build(fake, monkeypatch):
     monkeypatch.setattr(_torchnative, "_cache_root", lambda: str(fake.cache))
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
     assert _torchnative.addon(fake.torch) is None and not builds(fake)
-    monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE")
+    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
     with pytest.warns(_torchnative.NativeRunnerWarning, match="could not be loaded"):
         _torchnative.addon(fake.torch)
     assert len(builds(fake)) == 1  # it was tried once the mode allowed it
@@ -247,8 +247,15 @@ def test_a_library_that_does_not_load_falls_back(fake, monkeypatch):
         assert _torchnative.addon(fake.torch) is None
 
 
-def test_doctor_reports_the_add_on(monkeypatch):
+def test_native_runner_is_off_unless_asked_for(monkeypatch):
     monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE", raising=False)
+    assert _torchnative.mode() == "off"
+    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
+    assert _torchnative.mode() == "auto"
+
+
+def test_doctor_reports_the_add_on(monkeypatch):
+    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
     out = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     line = next(l for l in out.stdout.splitlines() if l.startswith("torch add-on:"))
@@ -259,7 +266,7 @@ def test_doctor_reports_the_add_on(monkeypatch):
         assert "torch is not installed" in line
     off = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), JITBRIDGE_TORCH_NATIVE="0"))
-    assert "off (JITBRIDGE_TORCH_NATIVE=0)" in off.stdout
+    assert "off (experimental; JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on)" in off.stdout
 
 
 def test_checks_become_expressions_and_raise_the_same_error_in_python(kernels):
