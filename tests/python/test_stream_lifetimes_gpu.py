@@ -64,6 +64,7 @@ before = settle()
 out = expect = None
 if case == "empty_like_in_with":             # empty_like(cupy_array) inside `with Stream`, stream dropped, then y
     x = cp.asarray(x_host)
+    cp.cuda.runtime.deviceSynchronize()      # x's upload ran on the legacy stream, which a non-blocking one skips
     with cp.cuda.Stream(non_blocking=True):
         y = jb.empty_like(x)
         k(GRID, BLOCK, (x, y, 2.0, 1.0, N))
