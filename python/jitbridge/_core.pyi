@@ -13,7 +13,7 @@ from jitbridge import LinkError
 from jitbridge import NoDriverError
 from jitbridge import NvrtcError
 import typing
-__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'link', 'nvrtc_library', 'nvrtc_version', 'synchronize', 'toolkit_include_dirs', 'zeros']
+__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'asarray', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'link', 'nvrtc_library', 'nvrtc_version', 'synchronize', 'toolkit_include_dirs', 'zeros']
 class ArrayView:
     """
     A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
@@ -401,8 +401,11 @@ class Tensor:
         queued on it. The tensor keeps that stream alive when it is CuPy's current Stream (torch's and the
         default streams need nothing); any other handle must outlive the tensor. max_version >= (1, 0)
         gives a versioned capsule, else a legacy one. dl_device must be this tensor's device
-        (BufferError otherwise). copy=True exports a fresh copy (queued on the tensor's stream); None and
-        False never copy. The capsule keeps the memory alive until its consumer
+        (BufferError otherwise) or the host, (1, 0): then a host copy is handed over (copy True or None;
+        False is a BufferError), copied on the tensor's stream (or on `stream`, after it waits for the
+        tensor's) and finished before this returns, since a host consumer cannot wait on a stream
+        (numpy.from_dlpack(t, device='cpu')). copy=True exports a fresh copy (queued on the tensor's
+        stream); None and False never copy on the device. The capsule keeps the memory alive until its consumer
         deletes it, or until the capsule itself goes if no one consumed it.
         """
     def __dlpack_device__(self: jitbridge.Tensor) -> tuple[int, int]:
@@ -676,6 +679,17 @@ def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
     Stream; an int handle that is neither must outlive the view.
     Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
     or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.
+    """
+def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None) -> typing.Any:
+    """
+    A new jitbridge.Tensor holding a copy of the host array x (numpy.ndarray, anything with
+    __dlpack__ in host memory, or a buffer such as array.array; any strides).
+    
+    device: None (the current CUDA device), an ordinal or 'cuda:N'. The memory is allocated and
+    the copy queued on `stream` (None: the legacy default stream), and the host waits for the copy
+    before returning, so x may change at once. A jitbridge.Tensor on that device comes back as it
+    is. ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
+    objects that are not arrays or dtypes jitbridge does not know; NoDriverError without a driver.
     """
 def cache_clear() -> int:
     """

@@ -4,8 +4,6 @@
 The copies run in a child on the fake driver of tests/fuzz/fake_cuda, whose allocations hold real bytes once a copy
 touches them and which records each copy's stream and each cuStreamSynchronize; refusals and empty arrays (which
 need no driver) run here."""
-import array
-import ctypes
 
 import numpy as np
 import pytest
