@@ -6,11 +6,13 @@
 #include <cstring>
 #include <string>
 
-#include "../fuzz/fake_cuda/fake_cuda.h"
+#include "fake_launches.hpp"
 #include "jitbridge/c_api.h"
 
 extern "C" int c_launch_one(jitbridge_kernel* kernel, void* x, int n);
 extern "C" int c_check_versions(char* why_major, char* why_minor, std::size_t size);
+
+using jitbridge_test::last_launch;
 
 namespace {
 
@@ -87,17 +89,6 @@ jitbridge_launch_config config(unsigned grid, unsigned block) {
   return c;
 }
 
-// The fake driver's record of the last launch (tests/fuzz/fake_cuda/fake_cuda.h).
-FakeCudaLaunch last_launch() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(lib);
-  auto read = reinterpret_cast<void (*)(FakeCudaLaunch*)>(dlsym(lib, "fake_cuda_last_launch"));
-  REQUIRE(read);  // the real driver has no such symbol: this test runs on the fake one only
-  FakeCudaLaunch l{};
-  read(&l);
-  dlclose(lib);
-  return l;
-}
 
 }  // namespace
 
@@ -188,18 +179,11 @@ TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the
   const FakeCudaLaunch l = last_launch();
   CHECK(l.count == before + 1);
   CHECK((l.grid[0] == 8 && l.block[0] == 128));
-  REQUIRE(l.param_bytes == 28);  // float, pad, 2 pointers, int
-  float a = 0;
-  std::uint64_t px = 0, py = 0;
-  int n = 0;
-  std::memcpy(&a, l.params, 4);
-  std::memcpy(&px, l.params + 8, 8);
-  std::memcpy(&py, l.params + 16, 8);
-  std::memcpy(&n, l.params + 24, 4);
-  CHECK(a == 2.5f);
-  CHECK(px == x);
-  CHECK(py == y);
-  CHECK(n == 1000);
+  const jitbridge_test::SaxpyParams p = jitbridge_test::saxpy_params(l);
+  CHECK(p.a == 2.5f);
+  CHECK(p.x == x);
+  CHECK(p.y == y);
+  CHECK(p.n == 1000);
 
   CHECK(api().mem_free(0, x, nullptr) == JITBRIDGE_OK);
   CHECK(api().mem_free(0, y, nullptr) == JITBRIDGE_OK);

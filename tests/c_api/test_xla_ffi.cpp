@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "../fuzz/fake_cuda/fake_cuda.h"
+#include "fake_launches.hpp"
 #include "jitbridge/c_api.h"
 #include "jitbridge/xla_ffi.hpp"
 
@@ -23,6 +23,8 @@ struct XLA_FFI_ExecutionContext {
   int device;
   void* stream;
 };
+
+using jitbridge_test::last_launch;
 
 namespace {
 
@@ -64,16 +66,6 @@ const JitbridgeCApi& c_api() {
   return *t;
 }
 
-FakeCudaLaunch last_launch() {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(lib);
-  auto read = reinterpret_cast<void (*)(FakeCudaLaunch*)>(dlsym(lib, "fake_cuda_last_launch"));
-  REQUIRE(read);  // the fake driver only
-  FakeCudaLaunch l{};
-  read(&l);
-  dlclose(lib);
-  return l;
-}
 
 // One launch of saxpy (or `kernel`) in a payload, its arguments as given.
 nlohmann::json saxpy_launch(nlohmann::json args, unsigned grid = 4, const char* kernel = "saxpy",
@@ -205,18 +197,11 @@ TEST_CASE("xla_ffi: an execute call launches the payload's kernel on XLA's strea
   FakeCudaLaunch l = last_launch();
   CHECK(l.count == before + 1);
   CHECK((l.grid[0] == 4 && l.grid[1] == 1 && l.block[0] == 256 && l.block[1] == 1));
-  REQUIRE(l.param_bytes == 28);
-  float a = 0;
-  std::uint64_t px = 0, py = 0;
-  int n = 0;
-  std::memcpy(&a, l.params, 4);
-  std::memcpy(&px, l.params + 8, 8);
-  std::memcpy(&py, l.params + 16, 8);
-  std::memcpy(&n, l.params + 24, 4);
-  CHECK(a == 2.5f);
-  CHECK(px == x.ptr);
-  CHECK(py == y.ptr);
-  CHECK(n == 1000);
+  const jitbridge_test::SaxpyParams p = jitbridge_test::saxpy_params(l);
+  CHECK(p.a == 2.5f);
+  CHECK(p.x == x.ptr);
+  CHECK(p.y == y.ptr);
+  CHECK(p.n == 1000);
 
   // A second call (the payload now a table lookup) with other buffers launches with those.
   DeviceMemory y2(4096);
@@ -225,8 +210,7 @@ TEST_CASE("xla_ffi: an execute call launches the payload's kernel on XLA's strea
   REQUIRE(again.e == nullptr);
   l = last_launch();
   CHECK(l.count == before + 2);
-  std::memcpy(&py, l.params + 16, 8);
-  CHECK(py == y2.ptr);
+  CHECK(jitbridge_test::saxpy_params(l).y == y2.ptr);
 }
 
 TEST_CASE("xla_ffi: the initialize stage loads the kernels and launches nothing; an empty grid skips the launch") {

@@ -1,0 +1,44 @@
+// fake_launches.hpp — what the C interface tests read back from the fake driver (tests/fuzz/fake_cuda): the last
+// launch it recorded, and saxpy's parameters (float a, const float* x, float* y, int n) decoded from it.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "../fuzz/fake_cuda/fake_cuda.h"
+
+namespace jitbridge_test {
+
+// The fake driver's record of the last launch; fails the test on a real driver (it has no such symbol).
+inline FakeCudaLaunch last_launch() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib);
+  auto read = reinterpret_cast<void (*)(FakeCudaLaunch*)>(dlsym(lib, "fake_cuda_last_launch"));
+  REQUIRE(read);  // the fake driver only
+  FakeCudaLaunch l{};
+  read(&l);
+  dlclose(lib);
+  return l;
+}
+
+struct SaxpyParams {
+  float a = 0;
+  std::uint64_t x = 0, y = 0;
+  int n = 0;
+};
+
+// saxpy's parameter bytes in `l`: float, 4 bytes of padding, two pointers, int (28 bytes).
+inline SaxpyParams saxpy_params(const FakeCudaLaunch& l) {
+  REQUIRE(l.param_bytes == 28);
+  SaxpyParams p;
+  std::memcpy(&p.a, l.params, 4);
+  std::memcpy(&p.x, l.params + 8, 8);
+  std::memcpy(&p.y, l.params + 16, 8);
+  std::memcpy(&p.n, l.params + 24, 4);
+  return p;
+}
+
+}  // namespace jitbridge_test
