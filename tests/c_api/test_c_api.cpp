@@ -6,27 +6,20 @@
 #include <cstring>
 #include <string>
 
-#include "fake_launches.hpp"
+#include "c_api_support.hpp"
 #include "jitbridge/c_api.h"
 
 extern "C" int c_launch_one(jitbridge_kernel* kernel, void* x, int n);
 extern "C" int c_check_versions(char* why_major, char* why_minor, std::size_t size);
 
+using jitbridge_test::c_api;
 using jitbridge_test::last_launch;
 
 namespace {
 
-const JitbridgeCApi& api() {
-  char why[256] = "";
-  const JitbridgeCApi* t = jitbridge_c_api_get(JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, why, sizeof why);
-  INFO(why);
-  REQUIRE(t);
-  return *t;
-}
-
 std::string message() {
   const char* m = nullptr;
-  api().last_error(&m, nullptr);
+  c_api().last_error(&m, nullptr);
   return m ? m : "";
 }
 
@@ -48,12 +41,12 @@ struct Kernel {
     jitbridge_source s{};
     s.struct_size = sizeof s;
     s.source = kSource;
-    const int rc = api().kernel_from_source(&s, name, &k);
+    const int rc = c_api().kernel_from_source(&s, name, &k);
     INFO(message());
     REQUIRE(rc == JITBRIDGE_OK);
     REQUIRE(k);
   }
-  ~Kernel() { api().kernel_release(k); }
+  ~Kernel() { c_api().kernel_release(k); }
 };
 
 jitbridge_arg array(void* data, std::uint8_t code, std::uint8_t bits, const std::int64_t* shape, int ndim,
@@ -93,7 +86,7 @@ jitbridge_launch_config config(unsigned grid, unsigned block) {
 }  // namespace
 
 TEST_CASE("c_api: the table's version fields, and a consumer of another version refused with the reason") {
-  const JitbridgeCApi& t = api();
+  const JitbridgeCApi& t = c_api();
   CHECK(t.major == JITBRIDGE_C_API_MAJOR);
   CHECK(t.minor == JITBRIDGE_C_API_MINOR);
   CHECK(t.struct_size == sizeof(JitbridgeCApi));
@@ -113,33 +106,33 @@ TEST_CASE("c_api: a kernel's signature: kinds, dtypes, lanes, ranks") {
   Kernel saxpy("saxpy"), views("views");
   const char* name = nullptr;
   std::int64_t count = 0;
-  REQUIRE(api().kernel_info(saxpy.k, &name, &count) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_info(saxpy.k, &name, &count) == JITBRIDGE_OK);
   CHECK(std::string(name) == "saxpy");
   CHECK(count == 4);
   jitbridge_param p{};
   p.struct_size = sizeof p;
-  REQUIRE(api().kernel_param(saxpy.k, 0, &p) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_param(saxpy.k, 0, &p) == JITBRIDGE_OK);
   CHECK(p.kind == JITBRIDGE_PARAM_SCALAR);
   CHECK((p.has_dtype && p.dtype_code == 2 && p.dtype_bits == 32));
-  REQUIRE(api().kernel_param(saxpy.k, 1, &p) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_param(saxpy.k, 1, &p) == JITBRIDGE_OK);
   CHECK(p.kind == JITBRIDGE_PARAM_POINTER);
   CHECK((p.is_const == 1 && p.dtype_code == 2 && p.dtype_bits == 32 && p.lanes == 1 && p.size == 8));
   CHECK(std::string(p.spelling) == "float const*");
-  REQUIRE(api().kernel_param(saxpy.k, 3, &p) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_param(saxpy.k, 3, &p) == JITBRIDGE_OK);
   CHECK((p.kind == JITBRIDGE_PARAM_SCALAR && p.dtype_code == 0 && p.dtype_bits == 32));
 
-  REQUIRE(api().kernel_param(views.k, 0, &p) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_param(views.k, 0, &p) == JITBRIDGE_OK);
   CHECK((p.kind == JITBRIDGE_PARAM_TENSOR && p.rank == 2 && p.is_const == 1));
   CHECK((p.has_dtype && p.dtype_code == 2 && p.dtype_bits == 16));  // __half: float16
-  REQUIRE(api().kernel_param(views.k, 1, &p) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_param(views.k, 1, &p) == JITBRIDGE_OK);
   CHECK((p.kind == JITBRIDGE_PARAM_POINTER && p.lanes == 4 && p.dtype_code == 2 && p.dtype_bits == 32));
-  REQUIRE(api().kernel_param(views.k, 2, &p) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_param(views.k, 2, &p) == JITBRIDGE_OK);
   CHECK((p.kind == JITBRIDGE_PARAM_SCALAR && p.dtype_code == 1 && p.dtype_bits == 8));
 
-  CHECK(api().kernel_param(views.k, 3, &p) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().kernel_param(views.k, 3, &p) == JITBRIDGE_ERROR_VALUE);
   CHECK_THAT(message(), Catch::Contains("index 3 is out of range") && Catch::Contains("has 3 parameters"));
   p.struct_size = 4;
-  CHECK(api().kernel_param(views.k, 0, &p) == JITBRIDGE_ERROR_VERSION);
+  CHECK(c_api().kernel_param(views.k, 0, &p) == JITBRIDGE_ERROR_VERSION);
 }
 
 TEST_CASE("c_api: a missing kernel or bad source is an error code with the reason, never a throw") {
@@ -147,27 +140,27 @@ TEST_CASE("c_api: a missing kernel or bad source is an error code with the reaso
   s.struct_size = sizeof s;
   s.source = kSource;
   jitbridge_kernel* k = nullptr;
-  CHECK(api().kernel_from_source(&s, "nope", &k) == JITBRIDGE_ERROR_NOT_FOUND);
+  CHECK(c_api().kernel_from_source(&s, "nope", &k) == JITBRIDGE_ERROR_NOT_FOUND);
   CHECK(k == nullptr);
   CHECK_THAT(message(), Catch::Contains("saxpy"));
   s.source = "extern \"C\" __global__ void broken( { }";
-  CHECK(api().kernel_from_source(&s, "broken", &k) == JITBRIDGE_ERROR_COMPILE);
+  CHECK(c_api().kernel_from_source(&s, "broken", &k) == JITBRIDGE_ERROR_COMPILE);
   CHECK_THAT(message(), Catch::Contains("error"));
-  CHECK(api().kernel_from_source(nullptr, "x", &k) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().kernel_from_source(nullptr, "x", &k) == JITBRIDGE_ERROR_VALUE);
   CHECK_THAT(message(), Catch::Contains("source is NULL"));
 }
 
 TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the packed parameters") {
   Kernel saxpy("saxpy");
   jitbridge_function* f = nullptr;
-  REQUIRE(api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
   jitbridge_function* again = nullptr;
-  REQUIRE(api().kernel_resolve(saxpy.k, 0, &again) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_resolve(saxpy.k, 0, &again) == JITBRIDGE_OK);
   CHECK(again == f);
 
   std::uint64_t x = 0, y = 0;
-  REQUIRE(api().mem_alloc(0, 4096, nullptr, &x) == JITBRIDGE_OK);
-  REQUIRE(api().mem_alloc(0, 4096, nullptr, &y) == JITBRIDGE_OK);
+  REQUIRE(c_api().mem_alloc(0, 4096, nullptr, &x) == JITBRIDGE_OK);
+  REQUIRE(c_api().mem_alloc(0, 4096, nullptr, &y) == JITBRIDGE_OK);
   CHECK(x != 0);
   CHECK(y != x);
   const std::int64_t shape[1] = {1000};
@@ -175,7 +168,7 @@ TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the
                            array(reinterpret_cast<void*>(y), 2, 32, shape, 1), number(JITBRIDGE_ARG_INT, 0, 1000)};
   const jitbridge_launch_config c = config(8, 128);
   const std::uint64_t before = last_launch().count;
-  REQUIRE(api().launch(f, &c, args, 4, 0) == JITBRIDGE_OK);
+  REQUIRE(c_api().launch(f, &c, args, 4, 0) == JITBRIDGE_OK);
   const FakeCudaLaunch l = last_launch();
   CHECK(l.count == before + 1);
   CHECK((l.grid[0] == 8 && l.block[0] == 128));
@@ -185,24 +178,24 @@ TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the
   CHECK(p.y == y);
   CHECK(p.n == 1000);
 
-  CHECK(api().mem_free(0, x, nullptr) == JITBRIDGE_OK);
-  CHECK(api().mem_free(0, y, nullptr) == JITBRIDGE_OK);
+  CHECK(c_api().mem_free(0, x, nullptr) == JITBRIDGE_OK);
+  CHECK(c_api().mem_free(0, y, nullptr) == JITBRIDGE_OK);
   std::uint64_t none = 1;
-  CHECK(api().mem_alloc(0, 0, nullptr, &none) == JITBRIDGE_OK);
+  CHECK(c_api().mem_alloc(0, 0, nullptr, &none) == JITBRIDGE_OK);
   CHECK(none == 0);
 }
 
 TEST_CASE("c_api: bad arguments are refused with the Python API's messages, naming the argument") {
   Kernel saxpy("saxpy");
   jitbridge_function* f = nullptr;
-  REQUIRE(api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
   void* mem = reinterpret_cast<void*>(std::uintptr_t{0x7f0000100000});
   const std::int64_t shape[1] = {16};
   const jitbridge_launch_config c = config(1, 32);
   const std::uint64_t before = last_launch().count;
   auto run = [&](jitbridge_arg a, jitbridge_arg x, jitbridge_arg y, jitbridge_arg n, std::uint32_t flags = 0) {
     const jitbridge_arg args[4] = {a, x, y, n};
-    return api().launch(f, &c, args, 4, flags);
+    return c_api().launch(f, &c, args, 4, flags);
   };
   const jitbridge_arg a = number(JITBRIDGE_ARG_FLOAT, 1.0), n = number(JITBRIDGE_ARG_INT, 0, 16);
   const jitbridge_arg x = array(mem, 2, 32, shape, 1), y = array(mem, 2, 32, shape, 1);
@@ -232,7 +225,7 @@ TEST_CASE("c_api: bad arguments are refused with the Python API's messages, nami
   CHECK(run(a, x, number(JITBRIDGE_ARG_INT, 0, 7), n) == JITBRIDGE_ERROR_TYPE);
   CHECK_THAT(message(), Catch::Contains("argument 2") && Catch::Contains("takes an array"));
   const jitbridge_arg three[3] = {a, x, y};
-  CHECK(api().launch(f, &c, three, 3, 0) == JITBRIDGE_ERROR_TYPE);
+  CHECK(c_api().launch(f, &c, three, 3, 0) == JITBRIDGE_ERROR_TYPE);
   CHECK_THAT(message(), Catch::Contains("takes 4 arguments, 3 given"));
   CHECK(last_launch().count == before);  // nothing above reached the driver
 
@@ -243,32 +236,32 @@ TEST_CASE("c_api: bad arguments are refused with the Python API's messages, nami
 
   jitbridge_launch_config big = config(1, 4096);
   const jitbridge_arg args[4] = {a, x, y, n};
-  CHECK(api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_LAUNCH_CONFIG);
+  CHECK(c_api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_LAUNCH_CONFIG);
   CHECK_THAT(message(), Catch::Contains("block"));
   big.struct_size = 8;
-  CHECK(api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_VERSION);
+  CHECK(c_api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_VERSION);
 }
 
 TEST_CASE("c_api: tensor views and vector pointers are checked by shape, from C too") {
   Kernel views("views"), scale("scale");
   jitbridge_function* f = nullptr;
-  REQUIRE(api().kernel_resolve(views.k, 0, &f) == JITBRIDGE_OK);
+  REQUIRE(c_api().kernel_resolve(views.k, 0, &f) == JITBRIDGE_OK);
   void* mem = reinterpret_cast<void*>(std::uintptr_t{0x7f0000200000});
   const std::int64_t shape2[2] = {4, 8}, shape1[1] = {32}, odd[1] = {30};
   const jitbridge_launch_config c = config(1, 32);
   jitbridge_arg args[3] = {array(mem, 2, 16, shape2, 2, 0, true), array(mem, 2, 32, shape1, 1),
                            number(JITBRIDGE_ARG_INT, 0, 7)};
-  REQUIRE(api().launch(f, &c, args, 3, 0) == JITBRIDGE_OK);
+  REQUIRE(c_api().launch(f, &c, args, 3, 0) == JITBRIDGE_OK);
   const FakeCudaLaunch l = last_launch();
   std::int64_t dims[4] = {};
   std::memcpy(dims, l.params + 8, sizeof dims);  // shape then strides
   CHECK((dims[0] == 4 && dims[1] == 8 && dims[2] == 8 && dims[3] == 1));
   args[0] = array(mem, 2, 16, shape1, 1, 0, true);
-  CHECK(api().launch(f, &c, args, 3, 0) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().launch(f, &c, args, 3, 0) == JITBRIDGE_ERROR_VALUE);
   CHECK_THAT(message(), Catch::Contains("argument 0") && Catch::Contains("the view has rank 2"));
   args[0] = array(mem, 2, 16, shape2, 2, 0, true);
   args[1] = array(mem, 2, 32, odd, 1);
-  CHECK(api().launch(f, &c, args, 3, 0) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().launch(f, &c, args, 3, 0) == JITBRIDGE_ERROR_VALUE);
   CHECK_THAT(message(), Catch::Contains("argument 1") && Catch::Contains("not a multiple of 4"));
 
   // The C program of c_header.c: a whole launch through the table from C.
@@ -278,18 +271,18 @@ TEST_CASE("c_api: tensor views and vector pointers are checked by shape, from C 
 
 TEST_CASE("c_api: handles are refcounted; NULLs are errors, not crashes") {
   Kernel saxpy("saxpy");
-  api().kernel_retain(saxpy.k);
-  api().kernel_release(saxpy.k);  // the Kernel still holds one
+  c_api().kernel_retain(saxpy.k);
+  c_api().kernel_release(saxpy.k);  // the Kernel still holds one
   jitbridge_function* f = nullptr;
-  CHECK(api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
-  CHECK(api().kernel_resolve(saxpy.k, 64, &f) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
+  CHECK(c_api().kernel_resolve(saxpy.k, 64, &f) == JITBRIDGE_ERROR_VALUE);
   CHECK(f == nullptr);
-  CHECK(api().kernel_resolve(saxpy.k, 7, &f) == JITBRIDGE_ERROR_VALUE);  // the fake driver has 1 device
-  CHECK(api().kernel_resolve(nullptr, 0, &f) == JITBRIDGE_ERROR_VALUE);
-  CHECK(api().launch(nullptr, nullptr, nullptr, 0, 0) == JITBRIDGE_ERROR_VALUE);
-  api().kernel_release(nullptr);
+  CHECK(c_api().kernel_resolve(saxpy.k, 7, &f) == JITBRIDGE_ERROR_VALUE);  // the fake driver has 1 device
+  CHECK(c_api().kernel_resolve(nullptr, 0, &f) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().launch(nullptr, nullptr, nullptr, 0, 0) == JITBRIDGE_ERROR_VALUE);
+  c_api().kernel_release(nullptr);
   int cuda = -1;
   const char* m = nullptr;
-  CHECK(api().last_error(&m, &cuda) == JITBRIDGE_ERROR_VALUE);
+  CHECK(c_api().last_error(&m, &cuda) == JITBRIDGE_ERROR_VALUE);
   CHECK(cuda == 0);
 }

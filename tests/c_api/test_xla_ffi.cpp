@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "fake_launches.hpp"
+#include "c_api_support.hpp"
 #include "jitbridge/c_api.h"
 #include "jitbridge/xla_ffi.hpp"
 
@@ -24,6 +24,7 @@ struct XLA_FFI_ExecutionContext {
   void* stream;
 };
 
+using jitbridge_test::c_api;
 using jitbridge_test::last_launch;
 
 namespace {
@@ -57,14 +58,6 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
   if (i < n) y[i] = a * x[i];
 }
 )";
-
-const JitbridgeCApi& c_api() {
-  char why[256] = "";
-  const JitbridgeCApi* t = jitbridge_c_api_get(JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, why, sizeof why);
-  INFO(why);
-  REQUIRE(t);
-  return *t;
-}
 
 
 // One launch of saxpy (or `kernel`) in a payload, its arguments as given.

@@ -1,5 +1,6 @@
-// fake_launches.hpp — what the C interface tests read back from the fake driver (tests/fuzz/fake_cuda): the last
-// launch it recorded, and saxpy's parameters (float a, const float* x, float* y, int n) decoded from it.
+// c_api_support.hpp — shared by the C interface tests: the table of this build, and what they read back from the fake
+// driver (tests/fuzz/fake_cuda): the last launch it recorded, and saxpy's parameters (float a, const float* x,
+// float* y, int n) decoded from it.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -9,8 +10,18 @@
 #include <cstring>
 
 #include "../fuzz/fake_cuda/fake_cuda.h"
+#include "jitbridge/c_api.h"
 
 namespace jitbridge_test {
+
+// This build's C interface table (jitbridge_c_api_get), failing the test with the reason if it is refused.
+inline const JitbridgeCApi& c_api() {
+  char why[256] = "";
+  const JitbridgeCApi* t = jitbridge_c_api_get(JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, why, sizeof why);
+  INFO(why);
+  REQUIRE(t);
+  return *t;
+}
 
 // The fake driver's record of the last launch; fails the test on a real driver (it has no such symbol).
 inline FakeCudaLaunch last_launch() {
