@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import jitbridge
@@ -18,6 +19,8 @@ extern "C" __global__ void scale_grad(const float* gy, float* gx, float a, long 
 extern "C" __global__ void in_place(float* x, long long n) {}
 extern "C" __global__ void bad_copy(float* x, float* y) {}
 extern "C" __global__ void view(jitbridge::Tensor<const float, 2> x, float* y) {}
+extern "C" __global__ void row_bias(const float* x, const float* b, float* y, long long n, long long c) {}
+extern "C" __global__ void row_bias_grad(const float* gy, float* gx, float* gb, long long n, long long c) {}
 '''
 
 
@@ -212,3 +215,108 @@ def test_real_xla_calls_the_handler_and_raises_its_errors(module, cpu_probe):
 def test_prepare_refuses_a_bad_payload_naming_the_reason():
     with pytest.raises(RuntimeError, match=r"jitbridge XLA FFI call: malformed payload"):
         jitbridge._core._xla_ffi_prepare(b"{nope", 0)
+
+
+def lowered_text(fn, *args):
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+def test_custom_op_batch_rule_folds_the_batch_into_one_call(module):
+    op = jj.custom_op(**scale_op(module), batch="x")
+    xs = jnp.ones((5, 1000), jnp.float32)
+    fn = jax.vmap(lambda x: op(x, 3.0))
+    (p,) = ffi_payloads(fn, xs)
+    assert p["launches"][0]["args"][3] == ["int", 5000]  # numel("x") of the batched array
+    assert p["launches"][0]["grid"] == [(5000 + 255) // 256, 1, 1]
+    assert jax.eval_shape(fn, xs).shape == (5, 1000)
+    text = lowered_text(fn, xs)
+    assert text.count(f"stablehlo.custom_call @{jj.TARGET}") == 1 and "stablehlo.while" not in text
+    # vmap of vmap folds both batch dimensions; the batch axis may be any axis (vmap moves it to the front).
+    (p,) = ffi_payloads(jax.vmap(jax.vmap(lambda x: op(x, 3.0)), in_axes=1), jnp.ones((7, 4, 3), jnp.float32))
+    assert p["launches"][0]["args"][3] == ["int", 84]
+    # The backward folds too (batch= names grad_y as well): vmap of grad is one call per phase. (The loss uses x
+    # again so that grad_y differs per element: a cotangent the same for every element is not batched at all.)
+    op = jj.custom_op(**scale_op(module), batch=("x", "grad_y"))
+    grad = jax.vmap(jax.grad(lambda x: (op(x, 3.0) * x).sum()))
+    payloads = ffi_payloads(grad, xs)
+    assert [(l["kernel"], l["args"][3]) for p in payloads for l in p["launches"]] == [("scale", ["int", 5000]),
+                                                                                       ("scale_grad", ["int", 5000])]
+    assert "stablehlo.while" not in lowered_text(grad, xs)
+
+
+def row_bias_op(module, batch):
+    return jj.custom_op(
+        inputs=("x", "b"), outputs={"y": jj.Output(like="x")},
+        forward=jj.Launch(module.get_function("row_bias"), args=("x", "b", "y", jj.numel("x"), jj.size("x", -1)),
+                          grid=lambda x: (x.numel() + 255) // 256, block=256),
+        save=("x", "b"),
+        backward=jj.Launch(module.get_function("row_bias_grad"),
+                           args=("grad_y", "grad_x", "grad_b", jj.numel("grad_y"), jj.size("grad_y", -1)),
+                           grid=1, block=256),
+        grads={"x": jj.Output(like="grad_y"), "b": jj.Output(like="b")}, batch=batch)
+
+
+def test_custom_op_batch_rule_only_where_every_batched_tensor_folds(module):
+    op = row_bias_op(module, batch={"forward": ("x",)})
+    xs, b = jnp.ones((5, 8, 16), jnp.float32), jnp.ones((16,), jnp.float32)
+    # x batched, b not: one call over the batched x, b as it is.
+    (p,) = ffi_payloads(jax.vmap(op, in_axes=(0, None)), xs, b)
+    assert p["launches"][0]["args"][3:] == [["int", 640], ["int", 16]]
+    # b batched too (not named): one call per element.
+    bs = jnp.ones((5, 16), jnp.float32)
+    text = lowered_text(jax.vmap(op), xs, bs)
+    assert "stablehlo.while" in text
+    (p,) = ffi_payloads(jax.vmap(op), xs, bs)
+    assert p["launches"][0]["args"][3:] == [["int", 128], ["int", 16]]
+    # The backward is not in batch=: per element, whereas the forward folds.
+    grad = jax.vmap(jax.grad(lambda x, b: op(x, b).sum(), argnums=(0, 1)), in_axes=(0, None))
+    gx, gb = jax.eval_shape(grad, xs, b)
+    assert gx.shape == (5, 8, 16) and gb.shape == (5, 16)
+    assert [l["args"][3] for p in ffi_payloads(grad, xs, b) for l in p["launches"]] == [["int", 640], ["int", 128]]
+    # A named tensor without a batch dimension is broadcast to one when the call folds.
+    both = row_bias_op(module, batch={"forward": ("x", "b")})
+    (p,) = ffi_payloads(jax.vmap(both, in_axes=(0, None)), xs, b)
+    assert p["launches"][0]["args"][3:] == [["int", 640], ["int", 16]]
+
+
+def test_custom_op_batch_rule_that_does_not_fit_names_the_output(module):
+    # grad_b sums over rows: folding the batch into grad_y's rows would sum over the batch too. Refused when traced.
+    op = row_bias_op(module, batch=("x", "grad_y"))
+    xs, b = jnp.ones((5, 8, 16), jnp.float32), jnp.ones((16,), jnp.float32)
+    grad = jax.vmap(jax.grad(lambda x, b: op(x, b).sum(), argnums=(0, 1)), in_axes=(0, None))
+    with pytest.raises(ValueError, match=r"backward: batch= folds .* but then grad_b is float32\[16\] where the "
+                                         r"batch needs float32\[5, 16\]"):
+        jax.make_jaxpr(grad)(xs, b)
+
+
+def test_custom_op_batch_declaration_errors(module):
+    with pytest.raises(jj.OpDeclarationError, match=r"batch= names 'nope', a tensor no phase takes"):
+        jj.custom_op(**scale_op(module), batch=("x", "nope"))
+    with pytest.raises(jj.OpDeclarationError, match=r"batch= has 'sideways'; its keys are the op's phases"):
+        jj.custom_op(**scale_op(module), batch={"sideways": "x"})
+    with pytest.raises(jj.OpDeclarationError, match=r"batch= forward: 'grad_y' is not a tensor the forward takes"):
+        jj.custom_op(**scale_op(module), batch={"forward": "grad_y"})
+    with pytest.raises(jj.OpDeclarationError, match=r"batch= takes a tensor name"):
+        jj.custom_op(**scale_op(module), batch=3)
+
+
+def test_traced_scalars_are_refused_naming_the_argument(module):
+    k = module.get_function("scale")
+    x = jnp.ones((1000,), jnp.float32)
+    op = jj.custom_op(**scale_op(module))
+    with pytest.raises(TypeError, match=r"scalar input 'a' \(float\) is a traced value \((f32|float32)\[\]\) .*"
+                                        r"static_argnums.*declare it a Tensor input"):
+        jax.jit(op).trace(x, 2.0)
+    with pytest.raises(TypeError, match=r"scalar input 'a' \(float\) is a traced value"):
+        jax.vmap(op)(jnp.ones((3, 8), jnp.float32), jnp.ones((3,), jnp.float32))
+    with pytest.raises(TypeError, match=r"scale argument 2 \(float\) is a traced value \((f32|float32)\[\]\) "
+                                        r".*static_argnums.*0-d array to a const pointer"):
+        jax.jit(lambda x, a: scale_call(k, x, a)).trace(x, 2.0)
+    # Static (or concrete) scalars are numbers in the payload.
+    (p,) = ffi_payloads(lambda x: jax.jit(op, static_argnums=1)(x, 2.5), x)
+    assert p["launches"][0]["args"][2] == ["float", 2.5]
+    four = jnp.float32(4.0)  # a concrete JAX scalar (made outside the trace)
+    (p,) = ffi_payloads(lambda x: scale_call(k, x, four), x)
+    assert p["launches"][0]["args"][2] == ["float", 4.0]
+    (p,) = ffi_payloads(lambda x: op(x, np.float32(0.5)), x)
+    assert p["launches"][0]["args"][2] == ["float", 0.5]
