@@ -13,6 +13,7 @@ in JAX, and a by-value parameter takes a Python number (a traced scalar is refus
 ``const T*`` parameter is read on the device instead). Under ``jax.vmap`` a call runs once per batch element
 (vmap_method "sequential") unless custom_op's ``batch=`` declares that its kernels handle the batch dimension."""
 
+import hashlib
 import json
 import os
 
@@ -208,7 +209,13 @@ def _call(launches, inputs, outputs):
     payload = _payload(launches)
     _prepare(payload)
     call = jax.ffi.ffi_call(TARGET, outputs, vmap_method="sequential")
-    return list(call(*inputs, jitbridge=payload))
+    return list(call(*inputs, jitbridge=payload, jitbridge_key=_key(payload)))
+
+
+def _key(payload):
+    """The call's "jitbridge_key": a digest of the payload, which the handler looks calls up by (hashing 32 bytes per
+    execution rather than the payload, whose kernel sources may be kilobytes)."""
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def kernel_call(kernel, *args, grid, block, shared_mem=0):

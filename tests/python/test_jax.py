@@ -1,6 +1,7 @@
 """jitbridge.jax without a GPU: importing jitbridge never imports JAX; kernel_call's and custom_op's trace-time
 checks; the custom calls they lower to (payload contents, one call per phase, grad and vmap structure), traced for
 the CUDA platform. The GPU runs are in test_jax_gpu.py; the handler itself is tested in C++ (ctest c_api)."""
+import hashlib
 import json
 import subprocess
 import sys
@@ -77,6 +78,10 @@ def test_kernel_call_payload_names_the_kernel_by_its_source(module):
     assert launch["args"] == [["in", 0], ["out", 0], ["float", 2.0], ["int", 1000]]
     assert launch["check_args"] is True
     assert "pointer" not in json.dumps(p)
+    # The key the handler looks calls up by (not the payload, hashed per execution): the payload's digest.
+    (eqn,) = [e for e in jax.make_jaxpr(lambda x: scale_call(k, x))(x).jaxpr.eqns if e.primitive.name == "ffi_call"]
+    attributes = dict(eqn.params["attributes"])
+    assert attributes["jitbridge_key"] == hashlib.blake2b(attributes["jitbridge"].encode(), digest_size=16).hexdigest()
 
 
 def test_kernel_call_lowers_to_a_custom_call_for_cuda(module):
@@ -204,6 +209,10 @@ def test_real_xla_calls_the_handler_and_raises_its_errors(module, cpu_probe):
         cpu_probe('{"v": 9, "launches": []}')
     with pytest.raises(Exception, match=r"jitbridge XLA FFI call: kernel 'nope': .*scale"):
         cpu_probe(launch_payload(module, "nope"))
+    with pytest.raises(Exception, match=r"jitbridge XLA FFI call: kernel 'nope': .*scale"):  # keyed: the same
+        cpu_probe(launch_payload(module, "nope"), jitbridge_key=jj._key(launch_payload(module, "nope")))
+    with pytest.raises(Exception, match=r"the attribute 'jitbridge_key' is not a string"):
+        cpu_probe(launch_payload(module), jitbridge_key=3)
     with pytest.raises(Exception, match=r"no 'jitbridge' attribute"):
         cpu_probe(None, other="x")
     # A good payload gets as far as the device: the kernel is compiled and looked up, then either no driver is
