@@ -398,7 +398,8 @@ XLA_FFI_Error* run(XLA_FFI_CallFrame* frame) {
   }
   // Modules are loaded here on every stage (cheap after the first): the initialize stage loads them before XLA
   // records a command buffer.
-  std::vector<jitbridge_function*> functions(entry->launches.size());
+  thread_local std::vector<jitbridge_function*> functions;  // no allocation per call once grown
+  functions.assign(entry->launches.size(), nullptr);
   for (std::size_t k = 0; k < entry->launches.size(); ++k) {
     const LaunchPlan& l = entry->launches[k];
     if (table().kernel_resolve(l.kernel, device, &functions[k]) != JITBRIDGE_OK)
