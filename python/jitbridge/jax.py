@@ -4,7 +4,8 @@ handler (``import jitbridge`` alone never imports JAX).
 
 - ``kernel_call(kernel, *args, grid=, block=)``: one kernel; ``Out(...)`` entries in ``args`` are its results.
 - ``custom_op(inputs=, outputs=, forward=, ...)``: an op from the declaration jitbridge.torch.custom_op takes (the
-  same Launch, Output, numel, size and the same checks, _opspec.OpSpec), differentiable through ``jax.custom_vjp``.
+  same Launch, Output, Check, numel, size, cdiv, minimum, maximum, where and the same checks, _opspec.OpSpec),
+  differentiable through ``jax.custom_vjp``, batched under ``jax.vmap`` by a declared rule (``batch=``).
 
 A call names its kernels by their compile request (source, options, name expressions, headers, arch) and kernel
 name, never by a pointer, so a program from JAX's persistent compilation cache runs in a new process (the kernel
@@ -22,11 +23,12 @@ import numpy as np
 
 from . import _core
 from ._opdecl import Launch, OpDeclarationError, Output, numel, size
-from ._opspec import OpSpec
+from ._opexpr import Check, cdiv, maximum, minimum, where
 
-__all__ = ["kernel_call", "Out", "custom_op", "Launch", "Output", "numel", "size", "OpDeclarationError", "TARGET"]
+__all__ = ["kernel_call", "Out", "custom_op", "Launch", "Output", "Check", "numel", "size", "cdiv", "minimum",
+           "maximum", "where", "OpDeclarationError"]
 
-#: The name the handler is registered under (platform CUDA).
+#: The name the handler is registered under (platform CUDA): the target of every jitbridge custom call.
 TARGET = "jitbridge_xla_ffi"
 _PAYLOAD_VERSION = 1
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -53,9 +55,12 @@ class Out:
     """A result of kernel_call: ``Out(like=array)`` (its shape and dtype), ``Out(shape=(..), dtype=...)``, or
     ``Out(like=array, dtype=...)``. Written by the kernel; its contents start undefined (the kernel must write all)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = {"shape": "The result's shape, a tuple of ints.", "dtype": "The result's dtype, a numpy.dtype."}
 
     def __init__(self, like=None, *, shape=None, dtype=None):
+        """``like``: an array (or anything with .shape and .dtype) whose shape, and dtype unless ``dtype`` is given,
+        the result takes; or ``shape`` (a tuple of ints >= 0) with ``dtype``. Raises TypeError for a missing or
+        malformed shape or dtype."""
         if (like is None) == (shape is None):
             raise TypeError("Out: give exactly one of like= (an array) and shape= (a tuple of ints)")
         if like is not None:

@@ -329,3 +329,15 @@ def test_traced_scalars_are_refused_naming_the_argument(module):
     assert p["launches"][0]["args"][2] == ["float", 4.0]
     (p,) = ffi_payloads(lambda x: op(x, np.float32(0.5)), x)
     assert p["launches"][0]["args"][2] == ["float", 0.5]
+
+
+def test_custom_op_rules_from_the_expression_helpers(module):
+    # The torch side's rule helpers (Check, cdiv, maximum, ...) are jitbridge.jax's too, evaluated on traced shapes.
+    op = jj.custom_op(**scale_op(module, check=jj.Check(lambda x: x.dim() == 1, "x must be 1-D"),
+                                 forward=jj.Launch(module.get_function("scale"), args=("x", "y", "a", jj.numel("x")),
+                                                   grid=lambda x: jj.maximum(1, jj.cdiv(x.numel(), 256)),
+                                                   block=256)))
+    (p,) = ffi_payloads(lambda x: op(x, 2.0), jnp.ones((1000,), jnp.float32))
+    assert p["launches"][0]["grid"] == [4, 1, 1]
+    with pytest.raises(ValueError, match=r"x must be 1-D; got x \[4, 250\]"):
+        op(jnp.ones((4, 250), jnp.float32), 2.0)
