@@ -18,6 +18,8 @@ extern "C" __global__ void scale(const float* x, float* y, float a, long long n)
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }
 extern "C" __global__ void scale_grad(const float* gy, float* gx, float a, long long n) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) gx[i] = a * gy[i]; }
+extern "C" __global__ void scale_by(const float* x, float* y, const float* a, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] = *a * x[i]; }
 extern "C" __global__ void in_place(float* x, long long n) {}
 extern "C" __global__ void bad_copy(float* x, float* y) {}
 extern "C" __global__ void view(jitbridge::Tensor<const float, 2> x, float* y) {}
@@ -324,6 +326,11 @@ def test_traced_scalars_are_refused_naming_the_argument(module):
     with pytest.raises(TypeError, match=r"scale argument 2 \(float\) is a traced value \((f32|float32)\[\]\) "
                                         r".*static_argnums.*0-d array to a const pointer"):
         jax.jit(lambda x, a: scale_call(k, x, a)).trace(x, 2.0)
+    # The way out for a traced scalar: a 0-d array into a const pointer, an operand of the call.
+    by = module.get_function("scale_by")
+    traced = jax.jit(lambda x, a: jj.kernel_call(by, x, jj.Out(like=x), a, x.size, grid=4, block=256))
+    (p,) = ffi_payloads(traced, x, jnp.float32(2.0))
+    assert p["launches"][0]["args"] == [["in", 0], ["out", 0], ["in", 1], ["int", 1000]]
     # Static (or concrete) scalars are numbers in the payload.
     (p,) = ffi_payloads(lambda x: jax.jit(op, static_argnums=1)(x, 2.5), x)
     assert p["launches"][0]["args"][2] == ["float", 2.5]

@@ -32,6 +32,8 @@ extern "C" __global__ void scale(const float* x, float* y, float a, long long n)
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }
 extern "C" __global__ void scale_grad(const float* gy, float* gx, float a, long long n) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) gx[i] = a * gy[i]; }
+extern "C" __global__ void scale_by(const float* x, float* y, const float* a, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] = *a * x[i]; }
 '''
 
 
@@ -79,6 +81,17 @@ def test_kernel_call_eager_and_jit(module, n):
         x = random((n,), 100 + seed)
         np.testing.assert_allclose(np.asarray(jitted(x)), np.asarray(x) * np.float32(-3.0) + 1.0, rtol=1e-6,
                                    atol=1e-6)
+
+
+def test_traced_scalar_read_on_the_device(module):
+    # A traced scalar cannot be a by-value argument; as a 0-d array into a const pointer it is read by the kernel:
+    # one compiled program for every value.
+    k = module.get_function("scale_by")
+    f = jax.jit(lambda x, a: jj.kernel_call(k, x, jj.Out(like=x), a, x.size, grid=(x.size + 255) // 256, block=256))
+    x = random((5000,), 30)
+    for a in (0.5, -3.0, 7.25):
+        np.testing.assert_array_equal(np.asarray(f(x, jnp.float32(a))), np.asarray(x) * np.float32(a))
+    assert f._cache_size() == 1
 
 
 def test_kernel_call_launch_failure_is_an_exception_and_the_process_goes_on(module):
