@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _table import ROOT, print_table, use_jitbridge  # noqa: E402
+from _table import ROOT, gpu_jitbridge, print_table  # noqa: E402
 
 SCALE = r'''
 extern "C" __global__ void scale(const float* x, float* y, float a, long long n) {
@@ -77,7 +77,7 @@ def example1(jax, jnp, ex):
     nbytes = x.size * 4
     copy_bw = 2 * nbytes / t["copy"]
     fwd_bw = 2 * nbytes / t["fwd"]                  # read x, write y
-    step_bytes = 2 * nbytes + 4 * nbytes            # forward: x, y; backward: x, gy in, gx out (bias terms small)
+    step_bytes = 5 * nbytes                         # forward: x in, y out; backward: x, gy in, gx out (bias small)
     rows = [["XLA x + 1 (copy-like)", f"{t['copy'] * 1e3:.3f}", f"{copy_bw / 1e12:.2f}", "100 %", ""],
             ["jitbridge forward", f"{t['fwd'] * 1e3:.3f}", f"{fwd_bw / 1e12:.2f}", f"{fwd_bw / copy_bw:.0%}",
              f">= {BANDWIDTH_GOAL:.0%}: {'met' if fwd_bw / copy_bw >= BANDWIDTH_GOAL else 'NOT met'}"],
@@ -95,12 +95,11 @@ def example1(jax, jnp, ex):
 
 
 def main():
-    print(use_jitbridge())
-    import jax
+    jitbridge, jax, _ = gpu_jitbridge("bench_jax.py", "jax", "torch")  # torch: the shared declaration (ops.py)
     import jax.numpy as jnp
-    import jitbridge
+    import jaxlib
     import jitbridge.jax as jj
-    print(f"jax {jax.__version__}, device {jax.devices()[0].device_kind}")
+    print(f"jax {jax.__version__}, jaxlib {jaxlib.__version__}, device {jax.devices()[0].device_kind}")
     per_call(jax, jnp, jj, jitbridge)
     sys.path.insert(0, os.path.join(ROOT, "examples", "jax"))
     import jax_bias_gelu as ex

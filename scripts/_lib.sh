@@ -8,6 +8,8 @@ die() { printf '[%s] error: %s\n' "${JB_SCRIPT:-jitbridge}" "$*" >&2; exit 1; }
 # The pybind11 python/jitbridge/_core.pyi was generated with: scripts/setup installs it where pybind11 is missing,
 # scripts/reference --check compares the stub only against a build made with it (the stub's text follows pybind11's).
 JB_PYBIND11_VERSION=3.1.0
+# The CPU JAX that scripts/check-jax tests jitbridge.jax with and scripts/reference documents it with (Python 3.11+).
+JB_JAX_VERSION=0.10.2
 
 # Run a command as root: directly when we are root, else through sudo (non-interactive
 # when there is no terminal, as in CI, so it fails instead of waiting for a password).

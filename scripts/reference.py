@@ -12,10 +12,13 @@ import re
 import sys
 import types
 
-# The modules of the API reference, in order, with what each is about. jitbridge.torch imports without torch.
+# The modules of the API reference, in order, with what each is about. jitbridge.torch imports without torch;
+# jitbridge.jax needs JAX (scripts/reference installs it, CPU only).
 MODULES = [
     ("jitbridge", "Compile CUDA C++, inspect the result, launch kernels on arrays from any framework."),
     ("jitbridge.torch", "PyTorch ops and autograd Functions run by jitbridge kernels (docs/TORCH.md)."),
+    ("jitbridge.jax", "jitbridge kernels and ops inside jax.jit, jax.grad and jax.vmap, as XLA custom calls "
+                      "(imports JAX)."),
     ("jitbridge.ipython", "The %%cuda_kernel cell magic (%load_ext jitbridge)."),
 ]
 

@@ -16,8 +16,10 @@ import jitbridge.jax as jj
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
 from ops import BIAS_GELU  # noqa: E402  (the shared declaration)
 
-#: The op: x [..., C], bias [C] -> gelu_tanh(x + bias); differentiable in x and bias (jax.custom_vjp).
-fused_bias_gelu = jj.custom_op(name="fused_bias_gelu", **BIAS_GELU)
+#: The op: x [..., C], bias [C] -> gelu_tanh(x + bias); differentiable in x and bias (jax.custom_vjp). Under
+#: jax.vmap the forward kernel takes a batch of x as more rows (batch=: one call, not one per element); the backward
+#: runs per element, as its bias gradient sums over rows (folding the batch in would sum over it too).
+fused_bias_gelu = jj.custom_op(name="fused_bias_gelu", batch={"forward": ("x",)}, **BIAS_GELU)
 
 
 def reference(x, bias):

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "jitbridge/c_api.hpp"
@@ -24,6 +25,9 @@ namespace jitbridge::xla_ffi {
 namespace {
 
 constexpr std::string_view kAttribute = "jitbridge";
+// The payload's key (jitbridge.jax writes a digest of the payload): calls are looked up by it, so an execution
+// hashes a few bytes, not the payload (whose kernel sources may be kilobytes).
+constexpr std::string_view kKeyAttribute = "jitbridge_key";
 constexpr int kPayloadVersion = 1;
 
 // Where a kernel parameter's value comes from.
@@ -198,11 +202,13 @@ std::unique_ptr<Entry> parse(std::string_view payload) {
   return entry;
 }
 
-// The process-wide table: payload hash -> entries with that hash. Never freed (kernels outlive every call; a leaked
-// table also survives static destruction at exit, where XLA may still run a call).
+// The process-wide table: payload hash -> entries with that hash, and key hash -> (key, entry) for the calls that
+// carry a key. Never freed (kernels outlive every call; a leaked table also survives static destruction at exit,
+// where XLA may still run a call).
 struct Table {
   std::mutex mutex;
   std::unordered_map<std::size_t, std::vector<std::unique_ptr<Entry>>> entries;
+  std::unordered_map<std::size_t, std::vector<std::pair<std::string, const Entry*>>> keys;
 };
 Table& entries() {
   static Table* t = new Table;
@@ -234,6 +240,28 @@ const Entry& lookup(std::string_view payload) {
   return *bucket.back();
 }
 
+// The entry of a call that carries `key`: a lookup of the key; the first call with a key finds (or makes) the entry
+// by its payload and files it under the key. The key stands for the payload (jitbridge.jax derives it from the
+// payload's bytes), so a call is not compared with the payload the key was first seen with.
+const Entry& lookup(std::string_view key, std::string_view payload) {
+  const std::size_t hash = std::hash<std::string_view>{}(key);
+  Table& t = entries();
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    auto it = t.keys.find(hash);
+    if (it != t.keys.end())
+      for (const auto& k : it->second)
+        if (k.first == key) return *k.second;
+  }
+  const Entry& made = lookup(payload);
+  std::lock_guard<std::mutex> lock(t.mutex);
+  auto& bucket = t.keys[hash];
+  for (const auto& k : bucket)
+    if (k.first == key) return *k.second;
+  bucket.emplace_back(std::string(key), &made);
+  return made;
+}
+
 XLA_FFI_Error* make_error(const XLA_FFI_Api* api, XLA_FFI_Error_Code code, const std::string& message) {
   if (!api || api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_Error_Create) + sizeof(void*) ||
       !api->XLA_FFI_Error_Create)
@@ -262,21 +290,29 @@ XLA_FFI_Error* populate_metadata(const XLA_FFI_Api* api, XLA_FFI_Extension_Base*
   return nullptr;
 }
 
-// The call's "jitbridge" string attribute; empty view when absent.
-bool find_payload(const XLA_FFI_Attrs& attrs, std::string_view* out, std::string* why) {
+// The call's string attribute `attribute`: 1 with it in *out, 0 when absent, -1 with the reason in *why when it is
+// not a string.
+int find_text(const XLA_FFI_Attrs& attrs, std::string_view attribute, std::string_view* out, std::string* why) {
   for (std::int64_t i = 0; i < attrs.size; ++i) {
     const XLA_FFI_ByteSpan* name = attrs.names[i];
-    if (!name || std::string_view(name->ptr, name->len) != kAttribute) continue;
+    if (!name || std::string_view(name->ptr, name->len) != attribute) continue;
     if (attrs.types[i] != XLA_FFI_AttrType_STRING) {
-      *why = "the attribute 'jitbridge' is not a string";
-      return false;
+      *why = fmt::format("the attribute '{}' is not a string", attribute);
+      return -1;
     }
     const auto* value = static_cast<const XLA_FFI_ByteSpan*>(attrs.attrs[i]);
     *out = std::string_view(value->ptr, value->len);
-    return true;
+    return 1;
   }
-  *why = "the call has no 'jitbridge' attribute (call it through jitbridge.jax)";
-  return false;
+  return 0;
+}
+
+// The call's "jitbridge" payload and its optional "jitbridge_key" (empty when absent). False with the reason.
+bool find_payload(const XLA_FFI_Attrs& attrs, std::string_view* payload, std::string_view* key, std::string* why) {
+  const int has_payload = find_text(attrs, kAttribute, payload, why);
+  if (has_payload < 0 || find_text(attrs, kKeyAttribute, key, why) < 0) return false;
+  if (has_payload == 0) *why = "the call has no 'jitbridge' attribute (call it through jitbridge.jax)";
+  return has_payload == 1;
 }
 
 // DLPack (code, bits) of an XLA dtype; false for dtypes jitbridge has no DLPack code for.
@@ -330,12 +366,12 @@ XLA_FFI_Error* run(XLA_FFI_CallFrame* frame) {
   if (frame->extension_start && frame->extension_start->type == XLA_FFI_Extension_Metadata)
     return populate_metadata(api, frame->extension_start);
 
-  std::string_view payload;
+  std::string_view payload, key;
   std::string why;
-  if (!find_payload(frame->attrs, &payload, &why)) return invalid(why);
+  if (!find_payload(frame->attrs, &payload, &key, &why)) return invalid(why);
   const Entry* entry = nullptr;
   try {
-    entry = &lookup(payload);
+    entry = key.empty() ? &lookup(payload) : &lookup(key, payload);
   } catch (const PayloadError& e) {
     return invalid(e.message);
   } catch (const std::exception& e) {
@@ -362,7 +398,8 @@ XLA_FFI_Error* run(XLA_FFI_CallFrame* frame) {
   }
   // Modules are loaded here on every stage (cheap after the first): the initialize stage loads them before XLA
   // records a command buffer.
-  std::vector<jitbridge_function*> functions(entry->launches.size());
+  thread_local std::vector<jitbridge_function*> functions;  // no allocation per call once grown
+  functions.assign(entry->launches.size(), nullptr);
   for (std::size_t k = 0; k < entry->launches.size(); ++k) {
     const LaunchPlan& l = entry->launches[k];
     if (table().kernel_resolve(l.kernel, device, &functions[k]) != JITBRIDGE_OK)

@@ -4,14 +4,17 @@ handler (``import jitbridge`` alone never imports JAX).
 
 - ``kernel_call(kernel, *args, grid=, block=)``: one kernel; ``Out(...)`` entries in ``args`` are its results.
 - ``custom_op(inputs=, outputs=, forward=, ...)``: an op from the declaration jitbridge.torch.custom_op takes (the
-  same Launch, Output, numel, size and the same checks, _opspec.OpSpec), differentiable through ``jax.custom_vjp``.
+  same Launch, Output, Check, numel, size, cdiv, minimum, maximum, where and the same checks, _opspec.OpSpec),
+  differentiable through ``jax.custom_vjp``, batched under ``jax.vmap`` by a declared rule (``batch=``).
 
 A call names its kernels by their compile request (source, options, name expressions, headers, arch) and kernel
 name, never by a pointer, so a program from JAX's persistent compilation cache runs in a new process (the kernel
 comes from jitbridge's cache there). Launch arguments are fixed when the function is traced: array shapes are static
-in JAX, scalars must be Python numbers. Under ``jax.vmap`` calls run once per batch element (vmap_method
-"sequential")."""
+in JAX, and a by-value parameter takes a Python number (a traced scalar is refused, naming it; a 0-d array into a
+``const T*`` parameter is read on the device instead). Under ``jax.vmap`` a call runs once per batch element
+(vmap_method "sequential") unless custom_op's ``batch=`` declares that its kernels handle the batch dimension."""
 
+import hashlib
 import json
 import os
 
@@ -20,11 +23,12 @@ import numpy as np
 
 from . import _core
 from ._opdecl import Launch, OpDeclarationError, Output, numel, size
-from ._opspec import OpSpec
+from ._opexpr import Check, cdiv, maximum, minimum, where
 
-__all__ = ["kernel_call", "Out", "custom_op", "Launch", "Output", "numel", "size", "OpDeclarationError", "TARGET"]
+__all__ = ["kernel_call", "Out", "custom_op", "Launch", "Output", "Check", "numel", "size", "cdiv", "minimum",
+           "maximum", "where", "OpDeclarationError"]
 
-#: The name the handler is registered under (platform CUDA).
+#: The name the handler is registered under (platform CUDA): the target of every jitbridge custom call.
 TARGET = "jitbridge_xla_ffi"
 _PAYLOAD_VERSION = 1
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -51,9 +55,12 @@ class Out:
     """A result of kernel_call: ``Out(like=array)`` (its shape and dtype), ``Out(shape=(..), dtype=...)``, or
     ``Out(like=array, dtype=...)``. Written by the kernel; its contents start undefined (the kernel must write all)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = {"shape": "The result's shape, a tuple of ints.", "dtype": "The result's dtype, a numpy.dtype."}
 
     def __init__(self, like=None, *, shape=None, dtype=None):
+        """``like``: an array (or anything with .shape and .dtype) whose shape, and dtype unless ``dtype`` is given,
+        the result takes; or ``shape`` (a tuple of ints >= 0) with ``dtype``. Raises TypeError for a missing or
+        malformed shape or dtype."""
         if (like is None) == (shape is None):
             raise TypeError("Out: give exactly one of like= (an array) and shape= (a tuple of ints)")
         if like is not None:
@@ -66,6 +73,22 @@ class Out:
 
     def __repr__(self):
         return f"Out(shape={self.shape}, dtype={self.dtype.name})"
+
+
+def _static_number(value, what, instead):
+    """``value`` for a by-value kernel parameter: Python numbers pass; a concrete 0-d array (NumPy or JAX) gives its
+    number. A traced 0-d value raises TypeError naming ``what`` and saying what to do (``instead``: the alternative
+    that reads it on the device). Anything else is returned for the parameter's own check."""
+    if isinstance(value, jax.core.Tracer):
+        if getattr(value, "ndim", None) == 0:
+            raise TypeError(f"{what} is a traced value ({value.aval.str_short()}) inside jax.jit, jax.vmap or "
+                            f"jax.grad; kernels take it by value, fixed when the function is traced: pass a Python "
+                            f"number (mark the argument static: jax.jit(f, static_argnums=...) or functools.partial), "
+                            f"{instead}")
+        return value
+    if isinstance(value, (jax.Array, np.ndarray, np.generic)) and np.ndim(value) == 0:
+        return np.asarray(value).item()
+    return value
 
 
 def _dims(value, what, label):
@@ -191,7 +214,13 @@ def _call(launches, inputs, outputs):
     payload = _payload(launches)
     _prepare(payload)
     call = jax.ffi.ffi_call(TARGET, outputs, vmap_method="sequential")
-    return list(call(*inputs, jitbridge=payload))
+    return list(call(*inputs, jitbridge=payload, jitbridge_key=_key(payload)))
+
+
+def _key(payload):
+    """The call's "jitbridge_key": a digest of the payload, which the handler looks calls up by (hashing 32 bytes per
+    execution rather than the payload, whose kernel sources may be kilobytes)."""
+    return hashlib.blake2b(payload.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def kernel_call(kernel, *args, grid, block, shared_mem=0):
@@ -199,17 +228,26 @@ def kernel_call(kernel, *args, grid, block, shared_mem=0):
     array per ``Out`` in ``args``, a tuple when there are several).
 
     args        one entry per kernel parameter: a JAX array (an input; the parameter must be a const pointer or a
-                ``jitbridge::Tensor<const T, N>`` view), an ``Out(...)`` (a result the kernel writes), or a Python
-                number for a by-value parameter.
+                ``jitbridge::Tensor<const T, N>`` view), an ``Out(...)`` (a result the kernel writes), or a number
+                for a by-value parameter (Python, NumPy or a concrete 0-d JAX array; fixed when traced, so a traced
+                scalar raises TypeError naming the argument: make it static, or pass it as a 0-d array to a
+                ``const T*`` parameter).
     grid, block an int or a tuple of up to 3 ints (a zero dimension skips the launch).
 
     Checked when traced (TypeError/ValueError naming the argument): the argument count, each array's dtype, rank
     and const-ness against the signature, scalars against their parameter. The launch runs on XLA's stream of the
-    array's device; a launch failure is raised by JAX at the next synchronisation.
+    array's device; a launch failure is raised by JAX at the next synchronisation. Under jax.vmap the call runs
+    once per batch element; for kernels that handle the batch themselves use custom_op's batch= (or wrap your
+    function in jax.custom_batching.custom_vmap).
     """
     label = "jitbridge.jax.kernel_call"
     inputs, outs, entries = [], [], []
-    for arg in args:
+    params = list(getattr(getattr(kernel, "signature", None), "params", ()))
+    for j, arg in enumerate(args):
+        if j < len(params) and params[j].kind != "pointer" and not params[j].rank and not isinstance(arg, Out):
+            arg = _static_number(arg, f"{label}: {getattr(kernel, 'name', kernel)} argument {j} "
+                                      f"({params[j].spelling})",
+                                 "or pass a 0-d array to a const pointer parameter (it is then read on the device)")
         if isinstance(arg, Out):
             entries.append(("out", len(outs), arg.shape, arg.dtype))
             outs.append(jax.ShapeDtypeStruct(arg.shape, arg.dtype))

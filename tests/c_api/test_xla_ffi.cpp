@@ -69,14 +69,14 @@ nlohmann::json saxpy_launch(nlohmann::json args, unsigned grid = 4, const char* 
 }
 std::string payload(nlohmann::json launch) { return nlohmann::json{{"v", 1}, {"launches", {std::move(launch)}}}.dump(); }
 
-// A call frame over buffers, as XLA builds one: operands, results and the "jitbridge" attribute. Owns what it
-// points to; get() sets every pointer (so a moved Frame stays valid).
+// A call frame over buffers, as XLA builds one: operands, results, the "jitbridge" attribute and, when key_text is
+// set, the "jitbridge_key" attribute. Owns what it points to; get() sets every pointer (so a moved Frame stays valid).
 struct Frame {
-  std::string payload_text;
-  XLA_FFI_ByteSpan name{"jitbridge", 9}, value{};
-  XLA_FFI_ByteSpan* names[1] = {};
-  XLA_FFI_AttrType attr_types[1] = {XLA_FFI_AttrType_STRING};
-  void* attr_values[1] = {};
+  std::string payload_text, key_text;
+  XLA_FFI_ByteSpan name{"jitbridge", 9}, value{}, key_name{"jitbridge_key", 13}, key_value{};
+  XLA_FFI_ByteSpan* names[2] = {};
+  XLA_FFI_AttrType attr_types[2] = {XLA_FFI_AttrType_STRING, XLA_FFI_AttrType_STRING};
+  void* attr_values[2] = {};
   std::vector<XLA_FFI_Buffer> in, out;
   std::vector<std::vector<std::int64_t>> dims;
   std::vector<XLA_FFI_ArgType> in_types;
@@ -98,8 +98,11 @@ struct Frame {
       : payload_text(std::move(text)), in(std::move(inputs)), out(std::move(outputs)) {}
   XLA_FFI_CallFrame* get(XLA_FFI_ExecutionStage stage = XLA_FFI_ExecutionStage_EXECUTE) {
     value = {payload_text.data(), payload_text.size()};
+    key_value = {key_text.data(), key_text.size()};
     names[0] = &name;
+    names[1] = &key_name;
     attr_values[0] = &value;
+    attr_values[1] = &key_value;
     std::size_t k = 0;
     for (auto& b : in) b.dims = dims[k++].data();
     for (auto& b : out) b.dims = dims[k++].data();
@@ -118,7 +121,7 @@ struct Frame {
                   in_ptrs.data()};
     frame.rets = {XLA_FFI_Rets_STRUCT_SIZE, nullptr, static_cast<std::int64_t>(out.size()), out_types.data(),
                   out_ptrs.data()};
-    frame.attrs = {XLA_FFI_Attrs_STRUCT_SIZE, nullptr, 1, attr_types, names, attr_values};
+    frame.attrs = {XLA_FFI_Attrs_STRUCT_SIZE, nullptr, key_text.empty() ? 1 : 2, attr_types, names, attr_values};
     return &frame;
   }
 };
@@ -204,6 +207,37 @@ TEST_CASE("xla_ffi: an execute call launches the payload's kernel on XLA's strea
   l = last_launch();
   CHECK(l.count == before + 2);
   CHECK(jitbridge_test::saxpy_params(l).y == y2.ptr);
+}
+
+TEST_CASE("xla_ffi: a call with a key is looked up by the key, not by its payload") {
+  DeviceMemory x(4096), y(4096);
+  Frame f = saxpy_frame(payload(saxpy_launch(kSaxpyArgs)), x.get(), y.get());
+  f.key_text = "0123456789abcdef0123456789abcdef";
+  const std::uint64_t before = last_launch().count;
+  Result first(jitbridge_xla_ffi_handler(f.get()));
+  INFO(first.message());
+  REQUIRE(first.e == nullptr);
+  CHECK(jitbridge_test::saxpy_params(last_launch()).a == 2.5f);
+  // Once the key is known the payload is not read again (nor hashed): the key's entry runs as it was made.
+  f.payload_text = "not even JSON";
+  Result keyed(jitbridge_xla_ffi_handler(f.get()));
+  INFO(keyed.message());
+  REQUIRE(keyed.e == nullptr);
+  CHECK(last_launch().count == before + 2);
+  CHECK(jitbridge_test::saxpy_params(last_launch()).a == 2.5f);
+  // Another key is another lookup: its payload is read.
+  f.key_text = "fedcba9876543210fedcba9876543210";
+  Result unknown(jitbridge_xla_ffi_handler(f.get()));
+  REQUIRE(unknown.e);
+  CHECK(unknown.e->code == XLA_FFI_Error_Code_INVALID_ARGUMENT);
+  CHECK_THAT(unknown.message(), Catch::Contains("malformed payload"));
+  // A key that is not a string is refused, naming it.
+  f.payload_text = payload(saxpy_launch(kSaxpyArgs));
+  f.get();
+  f.attr_types[1] = XLA_FFI_AttrType_SCALAR;
+  Result bad(jitbridge_xla_ffi_handler(&f.frame));
+  REQUIRE(bad.e);
+  CHECK_THAT(bad.message(), Catch::Contains("'jitbridge_key' is not a string"));
 }
 
 TEST_CASE("xla_ffi: the initialize stage loads the kernels and launches nothing; an empty grid skips the launch") {

@@ -1,8 +1,9 @@
 """jitbridge.jax on the GPU: kernel_call eagerly and under jax.jit, example 1's op (the torch declaration) under jit,
-grad (against jax.numpy and jax.test_util.check_grads), vmap, a launch failure raised as an exception (and the
-process still working), command buffers on, JAX's persistent compilation cache reused by a second process, and
-inputs on a second GPU when there is one. Inputs are fresh random data; results are compared element by element
-with jax.numpy (results are fresh XLA buffers: an element a kernel forgets to write holds whatever was there)."""
+grad (against jax.numpy and jax.test_util.check_grads), vmap (per element and by custom_op's batch= rule), a launch
+failure raised as an exception (and the process still working), command buffers on, JAX's persistent compilation
+cache reused by a second process, and inputs on a second GPU when there is one. Inputs are fresh random data;
+results are compared element by element with jax.numpy (results are fresh XLA buffers: an element a kernel forgets
+to write holds whatever was there)."""
 import json
 import os
 import subprocess
@@ -31,6 +32,8 @@ extern "C" __global__ void scale(const float* x, float* y, float a, long long n)
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }
 extern "C" __global__ void scale_grad(const float* gy, float* gx, float a, long long n) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) gx[i] = a * gy[i]; }
+extern "C" __global__ void scale_by(const float* x, float* y, const float* a, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) y[i] = *a * x[i]; }
 '''
 
 
@@ -80,6 +83,17 @@ def test_kernel_call_eager_and_jit(module, n):
                                    atol=1e-6)
 
 
+def test_traced_scalar_read_on_the_device(module):
+    # A traced scalar cannot be a by-value argument; as a 0-d array into a const pointer it is read by the kernel:
+    # one compiled program for every value.
+    k = module.get_function("scale_by")
+    f = jax.jit(lambda x, a: jj.kernel_call(k, x, jj.Out(like=x), a, x.size, grid=(x.size + 255) // 256, block=256))
+    x = random((5000,), 30)
+    for a in (0.5, -3.0, 7.25):
+        np.testing.assert_array_equal(np.asarray(f(x, jnp.float32(a))), np.asarray(x) * np.float32(a))
+    assert f._cache_size() == 1
+
+
 def test_kernel_call_launch_failure_is_an_exception_and_the_process_goes_on(module):
     k = module.get_function("scale")
     x = random((1000,), 1)
@@ -96,14 +110,18 @@ def test_kernel_call_vmap(module):
     np.testing.assert_array_equal(np.asarray(out), np.asarray(xs) * np.float32(0.5))
 
 
-def scale_op(module):
-    return jj.custom_op(
+def scale_op_declaration(module):
+    return dict(
         inputs=("x", "a: float"), outputs={"y": jj.Output(like="x")},
         forward=jj.Launch(module.get_function("scale"), args=("x", "y", "a", jj.numel("x")),
                           grid=lambda x: (x.numel() + 255) // 256, block=256),
         backward=jj.Launch(module.get_function("scale_grad"), args=("grad_y", "grad_x", "a", jj.numel("grad_y")),
                            grid=lambda grad_y: (grad_y.numel() + 255) // 256, block=256),
         grads={"x": jj.Output(like="grad_y")})
+
+
+def scale_op(module):
+    return jj.custom_op(**scale_op_declaration(module))
 
 
 def test_custom_op_grad_and_check_grads(module):
@@ -130,6 +148,31 @@ def test_example_op_forward_jit_grad_vmap(example):
                                np.asarray(ref(xs, bias)), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="bias must have shape"):
         op(x, random((7,), 12))
+
+
+def test_custom_op_batch_rule_under_vmap_and_grad(module):
+    # batch= folds vmap's batch into the kernels' element count: one call per phase, results as jax.numpy's.
+    op = jj.custom_op(**scale_op_declaration(module), batch=("x", "grad_y"))
+    xs, ws = random((6, 7000), 21), random((6, 7000), 22)
+    out = jax.jit(jax.vmap(lambda x: op(x, 1.25)))(xs)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(xs) * np.float32(1.25))
+    out = jax.jit(jax.vmap(jax.vmap(lambda x: op(x, -2.0)), in_axes=1, out_axes=1))(xs.reshape(6, 7, 1000))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(xs).reshape(6, 7, 1000) * np.float32(-2.0))
+    grads = jax.jit(jax.vmap(jax.grad(lambda x, w: jnp.sum(op(x, 1.5) * w * x))))(xs, ws)
+    np.testing.assert_allclose(np.asarray(grads), 2 * 1.5 * np.asarray(ws) * np.asarray(xs), rtol=1e-5, atol=1e-5)
+
+
+def test_example_op_vmap_of_grad(example):
+    # The example folds the forward (batch=) and runs the backward per element: per-element bias gradients.
+    op, ref = example.fused_bias_gelu, example.reference
+    xs, bias, ws = random((4, 30, 500), 23), random((500,), 24), random((4, 30, 500), 25)
+
+    def grads(f):
+        return jax.jit(jax.vmap(jax.grad(lambda x, b, w: jnp.sum(f(x, b) * w), argnums=(0, 1)),
+                                in_axes=(0, None, 0)))(xs, bias, ws)
+    for got, want in zip(grads(op), grads(ref)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
 
 
 def test_example_op_check_grads_float64(example, tmp_path):

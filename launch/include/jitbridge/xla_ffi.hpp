@@ -17,7 +17,9 @@ extern "C" {
 // shared memory, whether arguments are checked, and one entry per kernel parameter: ["in", i] (the call's operand i,
 // read-only), ["out", i] (its result i), or a constant ["int"|"uint"|"float"|"bool", v] / ["null"].
 // A payload is parsed and its kernels made once per process (a table keyed by its hash, entries kept for the
-// process's life); later calls are a lookup. Initialize stage: the kernels are loaded on the call's device (before
+// process's life); later calls are a lookup. A call may also carry the string attribute "jitbridge_key", a short
+// digest of the payload (jitbridge.jax writes a BLAKE2b-128 hex digest): calls are then looked up by the key alone,
+// so an execution hashes the key's bytes, not the payload's; the caller guarantees that a key stands for one payload. Initialize stage: the kernels are loaded on the call's device (before
 // any command-buffer capture). Execute stage: each launch is checked against its kernel's signature and queued on
 // XLA's stream (c_api.h's launch), in order. Answers XLA's metadata query (API version, command-buffer compatible).
 // Never throws; a failure returns an XLA_FFI_Error (INVALID_ARGUMENT for bad payloads, arguments and compile errors,
