@@ -150,10 +150,6 @@ def build(torch, *, root=None):
     compiler_id = _compiler_id(cxx)
     root = root or _cache_root()
     key = cache_key(info, compiler_id, jitbridge.__version__)
-    try:
-        os.makedirs(root, mode=0o700, exist_ok=True)
-    except OSError as e:
-        raise _Unavailable(f"cannot create {root} ({e})", "set JITBRIDGE_CACHE_DIR to a writable directory") from None
     _check_private(root)
     path = os.path.join(root, f"addon-{key}.so")
     record_path = os.path.join(root, f"addon-{key}.json")
@@ -188,15 +184,16 @@ def build(torch, *, root=None):
 
 
 def _check_private(root):
-    """The add-on is loaded into the process: its directory must be this user's and writable by no one else (a
-    library planted there would run as this user). Raises _Unavailable naming the problem."""
-    st = os.stat(root)
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise _Unavailable(f"{root} belongs to another user (uid {st.st_uid}); the add-on is not loaded from it",
-                           "set JITBRIDGE_CACHE_DIR to a directory of your own")
-    if st.st_mode & 0o022:
-        raise _Unavailable(f"{root} is writable by group or others (mode {st.st_mode & 0o777:o}); the add-on is not "
-                           f"loaded from it", f"chmod go-w {root}")
+    """The add-on is loaded into the process, so its directory gets the kernel cache's check (issue 29:
+    jitbridge::detail::check_private_directory, through _core._check_private_directory), made (mode 0700) when
+    missing: this user's (or a member of $JITBRIDGE_CACHE_TRUST_GROUP's), writable by no one else, every ancestor
+    safe too (a library planted there would run as this user). Raises _Unavailable naming the problem."""
+    from . import _core
+    check = _core._check_private_directory(root, create=True)
+    if not check["ok"]:
+        fix = check["fix"] or "set JITBRIDGE_CACHE_DIR to a directory of your own"
+        raise _Unavailable(f"{check['problem'] or root + ' cannot be used'}; the add-on is not built or loaded there",
+                           fix)
 
 
 def _read_record(path, built):

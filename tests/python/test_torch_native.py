@@ -203,11 +203,27 @@ def test_no_headers_no_compiler_failed_build_say_why(fake, monkeypatch):
 
 
 def test_a_directory_others_can_write_is_refused(fake):
+    """The kernel cache's check (check_private_directory, issue 29), not a copy of it: the directory itself, and an
+    ancestor others can write without the sticky bit."""
     fake.cache.mkdir(mode=0o700)
     fake.cache.chmod(0o777)
-    with pytest.raises(_torchnative._Unavailable, match="writable by group or others") as e:
+    with pytest.raises(_torchnative._Unavailable, match="writable by group and others") as e:
         _torchnative.build(fake.torch, root=str(fake.cache))
     assert "chmod go-w" in e.value.fix and not builds(fake)
+    fake.cache.chmod(0o700)
+    open_parent = fake.cache / "open"
+    open_parent.mkdir(mode=0o700)
+    open_parent.chmod(0o777)
+    with pytest.raises(_torchnative._Unavailable, match="open") as e:
+        _torchnative.build(fake.torch, root=str(open_parent / "torch_native"))
+    assert not (open_parent / "torch_native").exists() and not builds(fake)
+
+
+def test_a_missing_directory_is_made_private(fake):
+    root = fake.cache / "a" / "torch_native"
+    path, record = _torchnative.build(fake.torch, root=str(root))
+    assert record["built"] and os.path.dirname(path) == str(root)
+    assert (root.stat().st_mode & 0o777) == 0o700
 
 
 def test_fallback_warns_once_and_modes(fake, monkeypatch):
