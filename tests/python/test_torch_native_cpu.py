@@ -160,3 +160,44 @@ def test_the_add_on_refuses_descriptions_that_do_not_fit_the_op(cache):
     assert out[8] == "(4, 8)"
     assert out[9].startswith("ValueError: jb_cpu_refused::fused_bias_gelu: x is a cpu tensor")
     assert out[-1] == "end"
+
+
+def test_missing_gradients_under_dynamic_shapes(cache):
+    """The node fills the gradient of an output autograd has none for with zeros of the output's (symbolic) shape:
+    torch.compile(dynamic=True) traces the node with symbolic sizes."""
+    out = run('''
+        from jitbridge.torch import Launch, Output, numel
+        src = """
+        template <class T> __global__ void fwd(const T* x, const T* w, T* y, T* z, T alpha, long long n) {}
+        template <class T> __global__ void bwd(const T* x, const T* w, const T* gy, const T* gz, T* gx, T* gw,
+                                               long long n) {}
+        """
+        module = jitbridge.RawModule(code=src, arch="sm_90", name_expressions=["fwd<float>", "bwd<float>"])
+        os.environ["JITBRIDGE_TORCH_NATIVE"] = "1"
+        op = jt.custom_op(
+            "jb_cpu_two::mul_add", inputs=("x", "w", "alpha: float"),
+            outputs={"y": Output(like="x"), "z": Output(like="x")},
+            forward=Launch({"float32": module.get_function("fwd<float>")},
+                           args=("x", "w", "y", "z", "alpha", numel("x")), grid=lambda x: jt.cdiv(x.numel(), 256),
+                           block=256),
+            save=("x", "w"),
+            backward=Launch({"float32": module.get_function("bwd<float>")},
+                            args=("x", "w", "grad_y", "grad_z", "grad_x", "grad_w", numel("x")),
+                            grid=lambda x: jt.cdiv(x.numel(), 256), block=256),
+            grads={"x": Output(like="x"), "w": Output(like="w")})
+        print(jt.runner(op).kind)
+        def loss(x, w):
+            y, z = op(x, w, 0.5)
+            return y.sum()                               # z takes no part: its gradient is missing
+        for n in (5, 9):
+            x, w = meta(n, 3), meta(n, 3)
+            print(tuple(torch.autograd.grad(loss(x, w), (x, w))[1].shape))
+        compiled = torch.compile(loss, backend="aot_eager", dynamic=True, fullgraph=True)
+        for n in (6, 11):
+            x, w = meta(n, 3), meta(n, 3)
+            print(tuple(torch.autograd.grad(compiled(x, w), (x, w))[0].shape))
+        print(error(lambda: op(torch.randn(3), torch.randn(3), 1.0)))
+        print("end")
+        ''', cache)
+    assert out == ["native", "(5, 3)", "(9, 3)", "(6, 3)", "(11, 3)",
+                   "ValueError: jb_cpu_two::mul_add: x is a cpu tensor; this op's kernels run on CUDA tensors", "end"]

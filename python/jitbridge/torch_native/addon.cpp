@@ -315,7 +315,7 @@ class JitbridgeNode final : public torch::autograd::Node {
     }
     for (size_t pos : e.grad_outputs) {  // positions validated against n_outputs (validate_entry)
       at::Tensor g = pos < grads.size() ? grads[pos] : at::Tensor();
-      if (!g.defined()) g = at::zeros(out_shapes_[pos], out_options_[pos]);
+      if (!g.defined()) g = at::zeros_symint(out_shapes_[pos], out_options_[pos]);
       any_requires_grad = any_requires_grad || g.requires_grad();
       stack.emplace_back(std::move(g));
     }
@@ -341,7 +341,7 @@ class JitbridgeNode final : public torch::autograd::Node {
   std::shared_ptr<const OpEntry> entry_;
   std::vector<torch::autograd::SavedVariable> saved_;
   std::vector<c10::IValue> scalars_;
-  std::vector<std::vector<int64_t>> out_shapes_;
+  std::vector<std::vector<c10::SymInt>> out_shapes_;  // symbolic under torch.compile's dynamic shapes
   std::vector<at::TensorOptions> out_options_;
 };
 
@@ -384,7 +384,7 @@ class AutogradKernel final : public c10::OperatorKernel {
         torch::autograd::set_history(t, node);
       else
         node->add_input_metadata(torch::autograd::Node::undefined_input());
-      node->out_shapes_.emplace_back(t.sizes().begin(), t.sizes().end());
+      node->out_shapes_.emplace_back(t.sym_sizes().begin(), t.sym_sizes().end());
       node->out_options_.push_back(t.options());
       outputs.push_back(std::move(t));
     }
