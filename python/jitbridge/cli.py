@@ -219,8 +219,8 @@ def _doctor_report():
         report["cache"] = _cache_info()
     except Exception as e:  # noqa: BLE001
         report["cache"] = {"directory": None, "disk": False, "entries": 0, "bytes": 0, "error": str(e)}
-    from . import _torchnative
-    report["torch_native"] = _torchnative.status()
+    from .torch import addon
+    report["torch_native"] = addon.status()
     report["usable"] = not problems
     report["problems"] = problems
     return report
@@ -286,15 +286,15 @@ def _cmd_doctor(args):
 
 
 def _cmd_torch_build(args):
-    from . import _torchnative
+    from .torch import addon
     try:
         import torch
     except ImportError as e:
         print(f"jitbridge torch build: PyTorch is not importable ({e})", file=sys.stderr)
         return 1
     try:
-        path, record = _torchnative.build(torch)
-    except _torchnative._Unavailable as e:
+        path, record = addon.build(torch)
+    except addon.Unavailable as e:
         print(f"jitbridge torch build: {e.why}\nto fix: {e.fix}", file=sys.stderr)
         return 1
     how = f"built in {record.get('seconds', '?')} s" if record["built"] else "already built (cached)"

@@ -124,15 +124,15 @@ def test_redeclaring_while_a_graph_is_alive_and_switching_runners(cache):
 
 def test_the_add_on_refuses_descriptions_that_do_not_fit_the_op(cache):
     out = run('''
-        from jitbridge import _opnative, _torchnative
+        from jitbridge.torch import addon as native_addon, description
         from jitbridge._opspec import OpSpec
         m = declare_examples(True, "jb_cpu_refused")
-        addon = _torchnative.addon(torch)
+        addon = native_addon.load(torch)
         spec = OpSpec("jb_cpu_refused::fused_bias_gelu", **m.BIAS_GELU)
-        text, kernels = _opnative.describe(spec)
-        def refused(description):
+        text, kernels = description.describe(spec)
+        def refused(changed):
             try:
-                addon.register(description, kernels)
+                addon.register(changed, kernels)
             except RuntimeError as e:
                 return str(e)
             return "registered"

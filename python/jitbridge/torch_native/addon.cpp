@@ -1,6 +1,6 @@
 // addon.cpp — jitbridge.torch's native runner: per declared op, dispatcher kernels (CUDA, CPU, Autograd) and a
 // generic autograd Node that run the op's declaration (expr.hpp programs) and launch through jitbridge's C interface
-// (c_api.h) with no Python and no GIL. Built at first use against the installed torch (jitbridge/_torchnative.py);
+// (c_api.h) with no Python and no GIL. Built at first use against the installed torch (jitbridge/torch/addon.py);
 // loaded with ctypes.PyDLL, so its two entry points run with the GIL held.
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,5 +1,5 @@
 // plan.hpp — the torch add-on's view of a declaration: the phases, output rules, launches and autograd wiring of
-// one op, parsed from the text jitbridge/_opnative.py writes (one record per line, rules as expr.hpp programs).
+// one op, parsed from the text jitbridge/torch/description.py writes (one record per line, rules as expr.hpp programs).
 // Included by addon.cpp only (the add-on is one translation unit).
 #ifndef JITBRIDGE_TORCH_NATIVE_PLAN_HPP
 #define JITBRIDGE_TORCH_NATIVE_PLAN_HPP
@@ -26,7 +26,7 @@ namespace {
 const JitbridgeCApi* g_api = nullptr;  // _core's table: static, lives as long as the process
 
 // ---------------------------------------------------------------------------------------------------------------
-// The declaration, parsed from the text _torchnative.py writes (one record per line).
+// The declaration, parsed from the text jitbridge/torch/description.py writes (one record per line).
 
 struct OutRule {
   int slot = 0;
