@@ -201,3 +201,23 @@ def test_missing_gradients_under_dynamic_shapes(cache):
         ''', cache)
     assert out == ["native", "(5, 3)", "(9, 3)", "(6, 3)", "(11, 3)",
                    "ValueError: jb_cpu_two::mul_add: x is a cpu tensor; this op's kernels run on CUDA tensors", "end"]
+
+
+def test_a_graph_outliving_its_ops_definition_raises(cache):
+    """The op's torch.library definitions destroyed while a graph holds its node: backward is an error naming the
+    backward op, never a call through a handle without a schema."""
+    out = run('''
+        m = declare_examples(True, "jb_cpu_destroyed")
+        x, b = meta(4, 8), meta(8)
+        y = m.fused_bias_gelu(x, b)
+        for library in jt._LIBRARIES:
+            library._destroy()
+        gc.collect()
+        print(error(lambda: torch.autograd.grad(y.sum(), (x, b))))
+        del y
+        gc.collect()
+        print("end")
+        ''', cache)
+    assert out[0].startswith("RuntimeError: jb_cpu_destroyed::fused_bias_gelu: its backward op "
+                             "jb_cpu_destroyed::fused_bias_gelu_backward is no longer defined"), out[0]
+    assert out[-1] == "end"

@@ -325,6 +325,9 @@ class JitbridgeNode final : public torch::autograd::Node {
                 "backward");
     for (const auto& v : scalars_) stack.push_back(v);
     TORCH_CHECK(e.backward_op.has_value(), e.name, ": no backward op");
+    TORCH_CHECK(e.backward_op->hasSchema(), e.name, ": its backward op ", e.backward_op->operator_name(),
+                " is no longer defined (the torch.library fragment that defined it was destroyed), so this graph "
+                "cannot run its backward; declare the op again and rerun the forward");
     e.backward_op->callBoxed(&stack);
     TORCH_CHECK(stack.size() == e.grad_inputs.size(), e.name, ": the backward returned ", stack.size(),
                 " tensors, expected ", e.grad_inputs.size());
