@@ -485,16 +485,20 @@ void register_op(const char* description, void* const* py_kernels, size_t n_kern
   auto found = g_registered->find(entry->name);
   std::shared_ptr<const OpEntry> before = found != g_registered->end() ? found->second.slot->get() : nullptr;
   validate_entry(*entry, before.get());
-  {
-    auto op = c10::Dispatcher::singleton().findSchema({entry->name, ""});
-    if (!op) throw std::invalid_argument("the op " + entry->name + " is not defined");
-    const auto& schema = op->schema();
-    if (schema.arguments().size() != entry->n_inputs || schema.returns().size() != entry->n_outputs) {
+  // The registered schemas (the kernels' stacks) must have the arities the description's phases take.
+  auto check_schema = [](const c10::OperatorHandle& op, size_t n_args, size_t n_returns) {
+    const auto& schema = op.schema();
+    if (schema.arguments().size() != n_args || schema.returns().size() != n_returns) {
       std::ostringstream text;
-      text << entry->name << ": the registered schema " << schema << " does not match the description";
+      text << "the registered schema " << schema << " does not match the description (" << n_args
+           << " arguments, " << n_returns << " returns)";
       throw std::invalid_argument(text.str());
     }
-  }
+  };
+  auto op = c10::Dispatcher::singleton().findSchema({entry->name, ""});
+  if (!op) throw std::invalid_argument("the op " + entry->name + " is not defined");
+  check_schema(*op, entry->n_inputs, entry->n_outputs);
+  if (entry->backward) check_schema(*entry->backward_op, entry->backward->kinds.size(), entry->grad_inputs.size());
   if (found != g_registered->end()) {  // a re-declaration (same schema: validate_entry), new kernels and plans
     std::lock_guard<std::mutex> lock(found->second.slot->mutex);
     found->second.slot->entry = entry;
