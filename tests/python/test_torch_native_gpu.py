@@ -297,7 +297,8 @@ def test_cpu_tensors_after_gpu_work_on_both_runners_raise(tmp_path):
             assert torch.autograd.gradcheck(m.fused_bias_gelu, (torch.randn(3, 7, **d), torch.randn(7, **d)))
             torch.library.opcheck(m.fused_bias_gelu, (x, b))
             packet = getattr(torch.ops, m.__name__)
-            torch.library.opcheck(packet.fused_bias_gelu_backward.default, (x.detach(), b.detach(), torch.randn_like(x)),
+            torch.library.opcheck(packet.fused_bias_gelu_backward.default,
+                                  (x.detach(), b.detach(), torch.randn_like(x)),
                                   test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
             compiled = torch.compile(lambda x, b: m.row_softmax(m.fused_bias_gelu(x, b) * 2.0), fullgraph=True)
             for rows in (64, 48):

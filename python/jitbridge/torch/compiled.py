@@ -1,5 +1,6 @@
-"""jitbridge/torch/compiled.py — the Python runner: a phase of a jitbridge.torch op compiled into one Python
-function: the checks, the allocations and the launches written out as straight-line code over local variables (no name dictionary, no loops over getters)."""
+"""jitbridge/torch/compiled.py — the Python runner: a phase of a jitbridge.torch op compiled into one Python function:
+the checks, the allocations and the launches written out as straight-line code over local variables (no name
+dictionary, no loops over getters)."""
 
 import itertools
 import linecache

@@ -1,6 +1,6 @@
 """jitbridge/torch/description.py — an op declaration (OpSpec) written as the text the native runner
-(jitbridge/torch_native/addon.cpp) parses: its phases with every rule as an expression (_opexpr.py), or the reason it cannot run natively (then the Python
-runner runs it). Needs no torch."""
+(jitbridge/torch_native/addon.cpp) parses: its phases with every rule as an expression (_opexpr.py), or the reason
+it cannot run natively (then the Python runner runs it). Needs no torch."""
 
 import numbers
 

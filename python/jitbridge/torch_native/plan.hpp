@@ -297,7 +297,8 @@ inline void validate_entry(const OpEntry& e, const OpEntry* before) {
     validate_phase(*e.backward, e.saved.size() + e.grad_outputs.size() + e.scalars.size(), e.grad_inputs.size());
   if (before) {
     bool same = before->n_inputs == e.n_inputs && before->n_outputs == e.n_outputs &&
-                before->forward->kinds == e.forward->kinds && (before->backward == nullptr) == (e.backward == nullptr) &&
+                before->forward->kinds == e.forward->kinds &&
+                (before->backward == nullptr) == (e.backward == nullptr) &&
                 (!e.backward || before->backward->kinds == e.backward->kinds);
     need(same, "a re-declaration must keep the arguments, outputs and backward its kernels were registered for");
   }
