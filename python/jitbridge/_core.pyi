@@ -640,6 +640,15 @@ class _Module:
         """
         The compiled Program, or None for a module loaded from a file.
         """
+def _check_private_directory(path: str, create: bool = False) -> dict:
+    """
+    May code be loaded from directory `path`: the kernel cache's check (owned by the user, or a member of
+    $JITBRIDGE_CACHE_TRUST_GROUP; writable by no one else; every ancestor owned by the user or root and, if
+    writable by others, sticky). `create`: make it (mode 0700) and missing parents first. Returns a dict: ok,
+    exists, path (absolute, symlinks resolved), problem (the rule broken, naming the directory; "" when ok),
+    fix (a command that repairs it, or ""). For jitbridge.torch's add-on build cache; raises nothing but
+    MemoryError.
+    """
 def _cuda_search() -> dict:
     """
     Where this process's CUDA components came from (runs the searches, loading NVRTC and nvJitLink, once):

@@ -21,8 +21,9 @@ class _Value:
     """Something a phase computes from its names (a launch argument, a grid/block/shared_mem rule, an output shape,
     the check): a name's value, a constant, ``numel``/``size`` of a tensor (``query``), or a callable given the
     names it asks for by position, by keyword or all of them (``all``). ``_Value(env)`` evaluates it over a dict
-    of names (the native runner's tracer, _opnative.py, calls it with stand-in tensors); ``source(local, bind,
-    defined)`` writes it as a Python expression over local variables (the compiled runner, _oprunner.py)."""
+    of names (the native runner's tracer, jitbridge/torch/description.py, calls it with stand-in tensors);
+    ``source(local, bind, defined)`` writes it as a Python expression over local variables (the compiled runner,
+    jitbridge/torch/compiled.py)."""
 
     __slots__ = ("kind", "fn", "names", "_call")
 
@@ -63,6 +64,9 @@ class _Value:
         return f"{f}({', '.join(f'{n}={local(n)}' for n in self.names)})"
 
 
+Value = _Value  # its public name, for jitbridge.torch.compiled (the Python runner)
+
+
 class _Rule:
     """One Output rule of a phase, resolved: the tensor it copies the shape of (``like``) or else a shape getter over
     the phase's names (``shape``), where its dtype comes from (``('arg', name)``: the dtype of that tensor argument;
@@ -76,7 +80,8 @@ class _Rule:
 
 class _LaunchPlan:
     """A Launch bound to a phase's names: kernel per dtype key, a _Value for each argument, and the configuration
-    (grid, block, shared_mem: each a _Value or a constant). The compiled runner (_oprunner.py) writes its launch."""
+    (grid, block, shared_mem: each a _Value or a constant). The compiled runner (jitbridge/torch/compiled.py) writes
+    its launch."""
 
     __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem")
 

@@ -219,8 +219,8 @@ def _doctor_report():
         report["cache"] = _cache_info()
     except Exception as e:  # noqa: BLE001
         report["cache"] = {"directory": None, "disk": False, "entries": 0, "bytes": 0, "error": str(e)}
-    from . import _torchnative
-    report["torch_native"] = _torchnative.status()
+    from .torch import addon
+    report["torch_native"] = addon.status()
     report["usable"] = not problems
     report["problems"] = problems
     return report
@@ -229,7 +229,7 @@ def _doctor_report():
 def _torch_native_line(native):
     """doctor's line for the torch add-on (jitbridge.torch's native runner)."""
     if native["mode"] == "off":
-        return ("off (experimental; JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on): ops use the Python runner")
+        return "off (JITBRIDGE_TORCH_NATIVE=0): ops use the Python runner"
     if native["reason"]:
         return f"unavailable: {native['reason']}"
     state = "built" if native["built"] else "not built yet (built at first use, or: python -m jitbridge torch build)"
@@ -286,15 +286,15 @@ def _cmd_doctor(args):
 
 
 def _cmd_torch_build(args):
-    from . import _torchnative
+    from .torch import addon
     try:
         import torch
     except ImportError as e:
         print(f"jitbridge torch build: PyTorch is not importable ({e})", file=sys.stderr)
         return 1
     try:
-        path, record = _torchnative.build(torch)
-    except _torchnative._Unavailable as e:
+        path, record = addon.build(torch)
+    except addon.Unavailable as e:
         print(f"jitbridge torch build: {e.why}\nto fix: {e.fix}", file=sys.stderr)
         return 1
     how = f"built in {record.get('seconds', '?')} s" if record["built"] else "already built (cached)"

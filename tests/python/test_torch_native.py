@@ -13,7 +13,8 @@ import pytest
 
 import jitbridge
 import jitbridge.torch as jt
-from jitbridge import _opexpr, _opnative, _torchnative
+from jitbridge import _opexpr
+from jitbridge.torch import addon as native_addon, description
 from jitbridge._opspec import OpSpec
 from jitbridge.torch import Launch, Output, numel, size
 
@@ -44,7 +45,7 @@ def scale_spec(kernels, grid=lambda x: jt.cdiv(x.numel(), 256), **extra):
 
 
 def test_description_of_a_declaration_with_expression_rules(kernels):
-    text, used = _opnative.describe(scale_spec(kernels))
+    text, used = description.describe(scale_spec(kernels))
     lines = text.splitlines()
     assert lines[0] == "op tests::scale 2 1"
     assert "saved i 0" in lines and "scalars 1" in lines and "grad_outputs 0" in lines
@@ -67,7 +68,7 @@ def test_shape_rules_scratch_and_bool_scalars(kernels):
                                                      "flag"),
                                  grid=lambda x: (jt.maximum(1, x.shape[0] // 4), 2), block=(32, 8),
                                  shared_mem=lambda x: jt.minimum(x.shape[-1], 1024) * 4))
-    lines = _opnative.describe(spec)[0].splitlines()
+    lines = description.describe(spec)[0].splitlines()
     assert "out 2 1 a0 like 0" in lines
     assert "out 3 0 a0 dims 2" in lines and "dim s0:0 i4 c" in lines and "dim s0:-1" in lines
     assert "grid i1 s0:0 i4 / M" in lines and "grid i2" in lines and "block i32" in lines and "block i8" in lines
@@ -83,14 +84,14 @@ def test_shape_rules_scratch_and_bool_scalars(kernels):
 ])
 def test_rules_that_stay_python_say_why(kernels, grid, reason):
     with pytest.raises(_opexpr.NotExpressible, match=reason):
-        _opnative.describe(scale_spec(kernels, grid=grid))
+        description.describe(scale_spec(kernels, grid=grid))
 
 
 def test_check_keeps_the_python_runner(kernels):
     def check(x):
         pass
     with pytest.raises(_opexpr.NotExpressible, match="check= is a Python callable"):
-        _opnative.describe(scale_spec(kernels, check=check))
+        description.describe(scale_spec(kernels, check=check))
 
 
 def test_cdiv_minimum_maximum_on_ints_are_plain_python():
@@ -130,7 +131,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("CXX", str(cxx))
     monkeypatch.setenv("FAKE_CXX_LOG", str(log))
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
-    monkeypatch.setattr(_torchnative, "_state", {"addon": None, "reason": None, "warned": False})
+    monkeypatch.setattr(native_addon, "_state", {"addon": None, "reason": None, "warned": False})
     return types.SimpleNamespace(torch=torch, root=root, cxx=cxx, log=log, cache=tmp_path / "cache")
 
 
@@ -139,20 +140,20 @@ def builds(fake):
 
 
 def test_build_once_then_cached(fake):
-    path, record = _torchnative.build(fake.torch, root=str(fake.cache))
+    path, record = native_addon.build(fake.torch, root=str(fake.cache))
     assert record["built"] and os.path.isfile(path) and record["torch"] == "2.11.0+cu130"
     command = builds(fake)[0]
     assert "-Wl,--no-undefined" in command and "-D_GLIBCXX_USE_CXX11_ABI=1" in command
     assert f"-isystem {fake.root / 'include'}" in command and "-lc10 -ltorch_cpu" in command
-    assert "torch/extension.h" not in Path(_torchnative._HERE, "addon.cpp").read_text()
-    path2, record2 = _torchnative.build(fake.torch, root=str(fake.cache))
+    assert "torch/extension.h" not in Path(native_addon.SOURCE_DIR, "addon.cpp").read_text()
+    path2, record2 = native_addon.build(fake.torch, root=str(fake.cache))
     assert path2 == path and not record2["built"] and record2["seconds"] == record["seconds"]
     assert len(builds(fake)) == 1
 
 
 @pytest.mark.parametrize("change", ["version", "git", "cuda", "abi", "compiler"])
 def test_cache_key_follows_torch_abi_and_compiler(fake, monkeypatch, change):
-    _torchnative.build(fake.torch, root=str(fake.cache))
+    native_addon.build(fake.torch, root=str(fake.cache))
     if change == "version":
         fake.torch.__version__ = "2.12.0"
     elif change == "git":
@@ -163,7 +164,7 @@ def test_cache_key_follows_torch_abi_and_compiler(fake, monkeypatch, change):
         fake.torch._C._GLIBCXX_USE_CXX11_ABI = False
     else:
         monkeypatch.setenv("FAKE_CXX_ID", "fakecc 2.0")
-    path, record = _torchnative.build(fake.torch, root=str(fake.cache))
+    path, record = native_addon.build(fake.torch, root=str(fake.cache))
     assert record["built"] and len(builds(fake)) == 2
 
 
@@ -171,11 +172,11 @@ def test_processes_starting_together_build_once(fake):
     script = textwrap.dedent(f'''
         import sys, types
         sys.path[:0] = {sys.path!r}
-        from jitbridge import _torchnative
+        from jitbridge.torch import addon as native_addon
         torch = types.SimpleNamespace(__file__={fake.torch.__file__!r}, __version__="2.11.0+cu130",
             version=types.SimpleNamespace(git_version="abc123", cuda="13.0"),
             _C=types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True))
-        print(_torchnative.build(torch, root={str(fake.cache)!r})[0])
+        print(native_addon.build(torch, root={str(fake.cache)!r})[0])
         ''')
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(4)]
     paths = {p.communicate(timeout=120)[0].strip() for p in procs}
@@ -185,73 +186,90 @@ def test_processes_starting_together_build_once(fake):
 
 def test_no_headers_no_compiler_failed_build_say_why(fake, monkeypatch):
     monkeypatch.setenv("CXX", "/nonexistent/g++")
-    with pytest.raises(_torchnative._Unavailable, match="does not run") as e:
-        _torchnative.build(fake.torch, root=str(fake.cache))
+    with pytest.raises(native_addon.Unavailable, match="does not run") as e:
+        native_addon.build(fake.torch, root=str(fake.cache))
     assert "set CXX" in e.value.fix
     monkeypatch.setenv("CXX", str(fake.cxx))
     monkeypatch.setenv("FAKE_CXX_FAIL", "1")
-    with pytest.raises(_torchnative._Unavailable, match="boom") as e:
-        _torchnative.build(fake.torch, root=str(fake.cache))
+    with pytest.raises(native_addon.Unavailable, match="boom") as e:
+        native_addon.build(fake.torch, root=str(fake.cache))
     assert "-Wl,--no-undefined" in e.value.why and "JITBRIDGE_TORCH_NATIVE=0" in e.value.fix
     assert not list(fake.cache.glob("*.so")) and not list(fake.cache.glob("*.tmp*"))  # nothing half-written
     (fake.root / "include" / "torch" / "library.h").unlink()
-    with pytest.raises(_torchnative._Unavailable, match="no C.. headers"):
-        _torchnative.build(fake.torch, root=str(fake.cache))
+    with pytest.raises(native_addon.Unavailable, match="no C.. headers"):
+        native_addon.build(fake.torch, root=str(fake.cache))
     monkeypatch.delenv("CXX")
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert _torchnative.compiler() is None
+    assert native_addon.compiler() is None
 
 
 def test_a_directory_others_can_write_is_refused(fake):
+    """The kernel cache's check (check_private_directory, issue 29), not a copy of it: the directory itself, and an
+    ancestor others can write without the sticky bit."""
     fake.cache.mkdir(mode=0o700)
     fake.cache.chmod(0o777)
-    with pytest.raises(_torchnative._Unavailable, match="writable by group or others") as e:
-        _torchnative.build(fake.torch, root=str(fake.cache))
+    with pytest.raises(native_addon.Unavailable, match="writable by group and others") as e:
+        native_addon.build(fake.torch, root=str(fake.cache))
     assert "chmod go-w" in e.value.fix and not builds(fake)
+    fake.cache.chmod(0o700)
+    open_parent = fake.cache / "open"
+    open_parent.mkdir(mode=0o700)
+    open_parent.chmod(0o777)
+    with pytest.raises(native_addon.Unavailable, match="open") as e:
+        native_addon.build(fake.torch, root=str(open_parent / "torch_native"))
+    assert not (open_parent / "torch_native").exists() and not builds(fake)
+
+
+def test_a_missing_directory_is_made_private(fake):
+    root = fake.cache / "a" / "torch_native"
+    path, record = native_addon.build(fake.torch, root=str(root))
+    assert record["built"] and os.path.dirname(path) == str(root)
+    assert (root.stat().st_mode & 0o777) == 0o700
 
 
 def test_fallback_warns_once_and_modes(fake, monkeypatch):
     monkeypatch.setenv("FAKE_CXX_FAIL", "1")
-    monkeypatch.setattr(_torchnative, "_cache_root", lambda: str(fake.cache))
-    with pytest.warns(_torchnative.NativeRunnerWarning, match="boom.*JITBRIDGE_TORCH_NATIVE=0"):
-        assert _torchnative.addon(fake.torch) is None
+    monkeypatch.setattr(native_addon, "_cache_root", lambda: str(fake.cache))
+    with pytest.warns(native_addon.NativeRunnerWarning, match="boom.*JITBRIDGE_TORCH_NATIVE=0"):
+        assert native_addon.load(fake.torch) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert _torchnative.addon(fake.torch) is None  # no second warning, no second build
+        assert native_addon.load(fake.torch) is None  # no second warning, no second build
     assert len(builds(fake)) == 1
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "1")
-    with pytest.raises(_torchnative.NativeRunnerError, match="boom"):
-        _torchnative.addon(fake.torch)
+    with pytest.raises(native_addon.NativeRunnerError, match="boom"):
+        native_addon.load(fake.torch)
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
-    assert _torchnative.addon(fake.torch) is None and _torchnative.mode() == "off"
-    assert _torchnative.unavailable_reason().startswith("off: the native runner is experimental")
+    assert native_addon.load(fake.torch) is None and native_addon.mode() == "off"
+    assert native_addon.unavailable_reason() == "off: JITBRIDGE_TORCH_NATIVE=0"
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "yes")
-    with pytest.raises(_torchnative.NativeRunnerError, match="use 0"):
-        _torchnative.mode()
+    with pytest.raises(native_addon.NativeRunnerError, match="use 0"):
+        native_addon.mode()
 
 
 def test_off_first_does_not_stop_a_later_build(fake, monkeypatch):
-    monkeypatch.setattr(_torchnative, "_cache_root", lambda: str(fake.cache))
+    monkeypatch.setattr(native_addon, "_cache_root", lambda: str(fake.cache))
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
-    assert _torchnative.addon(fake.torch) is None and not builds(fake)
+    assert native_addon.load(fake.torch) is None and not builds(fake)
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
-    with pytest.warns(_torchnative.NativeRunnerWarning, match="could not be loaded"):
-        _torchnative.addon(fake.torch)
+    with pytest.warns(native_addon.NativeRunnerWarning, match="could not be loaded"):
+        native_addon.load(fake.torch)
     assert len(builds(fake)) == 1  # it was tried once the mode allowed it
 
 
 def test_a_library_that_does_not_load_falls_back(fake, monkeypatch):
     # the fake compiler writes a file that is no shared library: loading it fails, with the reason
-    monkeypatch.setattr(_torchnative, "_cache_root", lambda: str(fake.cache))
-    with pytest.warns(_torchnative.NativeRunnerWarning, match="could not be loaded"):
-        assert _torchnative.addon(fake.torch) is None
+    monkeypatch.setattr(native_addon, "_cache_root", lambda: str(fake.cache))
+    with pytest.warns(native_addon.NativeRunnerWarning, match="could not be loaded"):
+        assert native_addon.load(fake.torch) is None
 
 
-def test_native_runner_is_off_unless_asked_for(monkeypatch):
+def test_native_runner_is_on_unless_turned_off(monkeypatch):
     monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE", raising=False)
-    assert _torchnative.mode() == "off"
-    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
-    assert _torchnative.mode() == "auto"
+    assert native_addon.mode() == "auto"
+    for value, mode in (("", "auto"), ("auto", "auto"), ("0", "off"), ("1", "required")):
+        monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", value)
+        assert native_addon.mode() == mode
 
 
 def test_doctor_reports_the_add_on(monkeypatch):
@@ -266,13 +284,13 @@ def test_doctor_reports_the_add_on(monkeypatch):
         assert "torch is not installed" in line
     off = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), JITBRIDGE_TORCH_NATIVE="0"))
-    assert "off (experimental; JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on)" in off.stdout
+    assert "off (JITBRIDGE_TORCH_NATIVE=0): ops use the Python runner" in off.stdout
 
 
 def test_checks_become_expressions_and_raise_the_same_error_in_python(kernels):
     check = jt.Check(lambda x, alpha: (x.dim() >= 1) & (x.shape[-1] > 0) & (alpha == alpha), "x must not be empty")
     spec = scale_spec(kernels, check=(check, jt.Check(lambda x: x.numel() <= 1 << 30, "x is too large")))
-    lines = _opnative.describe(spec)[0].splitlines()
+    lines = description.describe(spec)[0].splitlines()
     assert "names x alpha" in lines
     assert "checkmsg x must not be empty" in lines and "check 0 r0 i1 >= s0:-1 i0 > & v1 v1 == &" in lines
     assert "checkmsg x is too large" in lines and "check 0 n0 i1073741824 <=" in lines
@@ -289,7 +307,7 @@ def test_checks_become_expressions_and_raise_the_same_error_in_python(kernels):
 
 def test_where_and_comparisons_trace(kernels):
     spec = scale_spec(kernels, grid=lambda x: jt.where(x.shape[-1] <= 512, 128, 256))
-    assert "grid s0:-1 i512 <= i128 i256 ?" in _opnative.describe(spec)[0].splitlines()
+    assert "grid s0:-1 i512 <= i128 i256 ?" in description.describe(spec)[0].splitlines()
     assert jt.where(True, 1, 2) == 1 and jt.where(0, 1, 2) == 2
 
 
@@ -297,4 +315,4 @@ def test_a_callable_that_is_no_raw_kernel_keeps_python(kernels):
     spec = OpSpec("tests::k", inputs=("x",), outputs={"y": Output(like="x")},
                   forward=Launch(lambda grid, block, args: None, args=("x", "y"), grid=1, block=32))
     with pytest.raises(_opexpr.NotExpressible, match="not a jitbridge.RawKernel"):
-        _opnative.describe(spec)
+        description.describe(spec)

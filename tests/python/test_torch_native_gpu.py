@@ -12,11 +12,6 @@ import pytest
 import jitbridge
 
 pytestmark = [pytest.mark.gpu]
-# The native runner is experimental and off by default: in the H100 GPU suite a process that had declared ops on
-# both runners crashed (SIGSEGV) when a native op got CPU tensors (issue 26). These tests run when asked for.
-if os.environ.get("JITBRIDGE_TEST_TORCH_NATIVE") != "1":
-    pytest.skip("the torch native runner is experimental and off by default (a SIGSEGV seen on the H100 is open, "
-                "issue 26): JITBRIDGE_TEST_TORCH_NATIVE=1 runs these tests", allow_module_level=True)
 torch = pytest.importorskip("torch")
 
 import jitbridge.torch as jt  # noqa: E402
@@ -270,3 +265,77 @@ def test_python_rules_fall_back_with_the_reason(module):
     x, w = inputs((77,), torch.float64)
     y, z = op(x, w, 1.0)
     torch.testing.assert_close(y, x * w + 1.0)
+
+
+def test_cpu_tensors_after_gpu_work_on_both_runners_raise(tmp_path):
+    """Issue 26's crash (SIGSEGV when the example op, native, got CPU tensors late in the GPU suite, in a process
+    with ops on both runners), as one process: examples/torch/ops.py declared on both runners, the GPU work the
+    suite does before (forward and backward, gradcheck, opcheck of the ops and their _backward ops,
+    torch.compile(fullgraph=True), CUDA graph capture of forward and backward), then CPU, mixed and meta inputs into
+    every op. In a subprocess with faulthandler, so a crash fails this test with the native stack's Python frames."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    script = textwrap.dedent(f'''
+        import os, sys
+        import torch, jitbridge.torch as jt
+        def declare(native, namespace):
+            os.environ["JITBRIDGE_TORCH_NATIVE"] = "1" if native else "0"
+            text = open({str(root / "examples" / "torch" / "ops.py")!r}).read()
+            module = type(sys)(namespace)
+            exec(compile(text.replace("jitbridge_examples::", namespace + "::"), namespace, "exec"), module.__dict__)
+            return module
+        both = [declare(True, "jb_crash_native"), declare(False, "jb_crash_python")]
+        print([jt.runner(m.fused_bias_gelu).kind for m in both])
+        for m in both:
+            x = torch.randn(64, 128, device="cuda", requires_grad=True)
+            b = torch.randn(128, device="cuda", requires_grad=True)
+            torch.autograd.grad(m.row_softmax(m.fused_bias_gelu(x, b)).sum(), (x, b))
+            d = dict(device="cuda", dtype=torch.float64, requires_grad=True)
+            assert torch.autograd.gradcheck(m.fused_bias_gelu, (torch.randn(3, 7, **d), torch.randn(7, **d)))
+            torch.library.opcheck(m.fused_bias_gelu, (x, b))
+            packet = getattr(torch.ops, m.__name__)
+            torch.library.opcheck(packet.fused_bias_gelu_backward.default,
+                                  (x.detach(), b.detach(), torch.randn_like(x)),
+                                  test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+            compiled = torch.compile(lambda x, b: m.row_softmax(m.fused_bias_gelu(x, b) * 2.0), fullgraph=True)
+            for rows in (64, 48):
+                xr = torch.randn(rows, 128, device="cuda", requires_grad=True)
+                torch.autograd.grad(compiled(xr, b).sum(), (xr, b))
+            gy = torch.randn_like(x)
+            step = lambda: torch.autograd.grad(m.fused_bias_gelu(x, b), (x, b), gy)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                step()
+            graph.replay()
+            torch.cuda.synchronize()
+        xc, bc = torch.randn(8, 16, device="cuda"), torch.randn(16, device="cuda")
+        for m in both:
+            packet = getattr(torch.ops, m.__name__)
+            cases = [(m.fused_bias_gelu, (xc.cpu(), bc.cpu())), (m.fused_bias_gelu, (xc.cpu(), bc)),
+                     (m.fused_bias_gelu, (xc, bc.cpu())), (packet.fused_bias_gelu, (xc.cpu(), bc.cpu())),
+                     (m.fused_bias_gelu, (xc.cpu().requires_grad_(), bc.cpu())), (m.row_softmax, (xc.cpu(),)),
+                     (packet.fused_bias_gelu_backward, (xc.cpu(), bc.cpu(), xc.cpu())),
+                     (m.fused_bias_gelu, (xc, torch.empty(16, device="meta")))]
+            for op, args in cases:
+                try:
+                    op(*args)
+                    print("no error")
+                except ValueError as e:
+                    print("ValueError", str(e).split(";")[0])
+        print("end")
+        ''')
+    env = dict(os.environ, PYTHONFAULTHANDLER="1", PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr[-6000:]}"
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['native', 'python']" and lines[-1] == "end", done.stdout
+    assert len(lines) == 2 + 16 and all(l.startswith("ValueError jb_crash_") for l in lines[1:-1]), done.stdout

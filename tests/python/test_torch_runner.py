@@ -1,4 +1,4 @@
-"""The compiled op runner (jitbridge/_oprunner.py) and the eager-path test of jitbridge.torch, without a GPU or torch:
+"""The compiled op runner (jitbridge/torch/compiled.py) and the eager-path test of jitbridge.torch, without a GPU or torch:
 a stand-in for torch (test_torch_declare's) and stand-in kernels that record their launches.
 
 What is checked: each kind of launch value reaches the kernel as declared (names, constants, numel/size, positional,

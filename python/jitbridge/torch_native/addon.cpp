@@ -1,6 +1,6 @@
 // addon.cpp — jitbridge.torch's native runner: per declared op, dispatcher kernels (CUDA, CPU, Autograd) and a
 // generic autograd Node that run the op's declaration (expr.hpp programs) and launch through jitbridge's C interface
-// (c_api.h) with no Python and no GIL. Built at first use against the installed torch (jitbridge/_torchnative.py);
+// (c_api.h) with no Python and no GIL. Built at first use against the installed torch (jitbridge/torch/addon.py);
 // loaded with ctypes.PyDLL, so its two entry points run with the GIL held.
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -264,6 +264,14 @@ struct Slot {
   }
 };
 
+// The last n arguments on the stack, after checking that the dispatcher gave that many (it does for the schema
+// the op was registered with; a check, so a mismatch is an error and not a read past the stack).
+c10::ArrayRef<c10::IValue> arguments(const torch::jit::Stack* stack, size_t n, const std::string& op) {
+  TORCH_CHECK(stack != nullptr && stack->size() >= n, op, ": the dispatcher passed ", stack ? stack->size() : 0,
+              " arguments, the declaration takes ", n);
+  return torch::jit::last(*stack, n);
+}
+
 void push_results(torch::jit::Stack* stack, size_t n_args, std::vector<at::Tensor>&& results) {
   torch::jit::drop(*stack, n_args);
   for (auto& r : results) stack->emplace_back(std::move(r));
@@ -274,9 +282,11 @@ class PhaseKernel final : public c10::OperatorKernel {
  public:
   PhaseKernel(std::shared_ptr<Slot> slot, bool backward) : slot_(std::move(slot)), backward_(backward) {}
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    auto entry = slot_->get();
+    auto entry = slot_->get();  // keeps the phase (and its kernels) alive for this call
+    TORCH_CHECK(backward_ ? entry->backward != nullptr : entry->forward != nullptr, entry->name, ": no ",
+                backward_ ? "backward" : "forward", " phase");
     const Phase& p = backward_ ? *entry->backward : *entry->forward;
-    auto args = torch::jit::last(*stack, p.kinds.size());
+    auto args = arguments(stack, p.kinds.size(), p.op);
     push_results(stack, p.kinds.size(), run_phase(p, args));
   }
 
@@ -303,9 +313,9 @@ class JitbridgeNode final : public torch::autograd::Node {
       any_requires_grad = any_requires_grad || t.requires_grad();
       stack.emplace_back(std::move(t));
     }
-    for (size_t pos : e.grad_outputs) {
+    for (size_t pos : e.grad_outputs) {  // positions validated against n_outputs (validate_entry)
       at::Tensor g = pos < grads.size() ? grads[pos] : at::Tensor();
-      if (!g.defined()) g = at::zeros(out_shapes_[pos], out_options_[pos]);
+      if (!g.defined()) g = at::zeros_symint(out_shapes_[pos], out_options_[pos]);
       any_requires_grad = any_requires_grad || g.requires_grad();
       stack.emplace_back(std::move(g));
     }
@@ -315,6 +325,9 @@ class JitbridgeNode final : public torch::autograd::Node {
                 "backward");
     for (const auto& v : scalars_) stack.push_back(v);
     TORCH_CHECK(e.backward_op.has_value(), e.name, ": no backward op");
+    TORCH_CHECK(e.backward_op->hasSchema(), e.name, ": its backward op ", e.backward_op->operator_name(),
+                " is no longer defined (the torch.library fragment that defined it was destroyed), so this graph "
+                "cannot run its backward; declare the op again and rerun the forward");
     e.backward_op->callBoxed(&stack);
     TORCH_CHECK(stack.size() == e.grad_inputs.size(), e.name, ": the backward returned ", stack.size(),
                 " tensors, expected ", e.grad_inputs.size());
@@ -331,7 +344,7 @@ class JitbridgeNode final : public torch::autograd::Node {
   std::shared_ptr<const OpEntry> entry_;
   std::vector<torch::autograd::SavedVariable> saved_;
   std::vector<c10::IValue> scalars_;
-  std::vector<std::vector<int64_t>> out_shapes_;
+  std::vector<std::vector<c10::SymInt>> out_shapes_;  // symbolic under torch.compile's dynamic shapes
   std::vector<at::TensorOptions> out_options_;
 };
 
@@ -343,7 +356,7 @@ class AutogradKernel final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     auto entry = slot_->get();
     const OpEntry& e = *entry;
-    auto args = torch::jit::last(*stack, e.n_inputs);
+    auto args = arguments(stack, e.n_inputs, e.name);
     std::vector<at::Tensor> inputs;
     bool needs = false;
     for (size_t i : e.tensor_inputs) {
@@ -366,7 +379,7 @@ class AutogradKernel final : public c10::OperatorKernel {
       at::AutoDispatchBelowADInplaceOrView guard;
       op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
     }
-    auto outs = torch::jit::last(*stack, e.n_outputs);
+    auto outs = arguments(stack, e.n_outputs, e.name);
     std::vector<at::Tensor> outputs;
     for (const auto& v : outs) {
       at::Tensor t = v.toTensor();
@@ -374,7 +387,7 @@ class AutogradKernel final : public c10::OperatorKernel {
         torch::autograd::set_history(t, node);
       else
         node->add_input_metadata(torch::autograd::Node::undefined_input());
-      node->out_shapes_.emplace_back(t.sizes().begin(), t.sizes().end());
+      node->out_shapes_.emplace_back(t.sym_sizes().begin(), t.sym_sizes().end());
       node->out_options_.push_back(t.options());
       outputs.push_back(std::move(t));
     }
@@ -464,13 +477,29 @@ void register_op(const char* description, void* const* py_kernels, size_t n_kern
       throw std::invalid_argument("unknown record '" + w + "'");
     }
   }
-  if (!entry->forward) throw std::invalid_argument("the description has no forward phase");
   if (!backward_name.empty()) {
-    if (!entry->backward) throw std::invalid_argument("backward_op without a backward phase");
-    entry->backward_op = c10::Dispatcher::singleton().findSchemaOrThrow(backward_name.c_str(), "");
+    auto handle = c10::Dispatcher::singleton().findSchema({backward_name, ""});
+    if (!handle) throw std::invalid_argument("the backward op " + backward_name + " is not defined");
+    entry->backward_op = *handle;
   }
   auto found = g_registered->find(entry->name);
-  if (found != g_registered->end()) {  // a re-declaration: same schema (checked in Python), new kernels and plans
+  std::shared_ptr<const OpEntry> before = found != g_registered->end() ? found->second.slot->get() : nullptr;
+  validate_entry(*entry, before.get());
+  // The registered schemas (the kernels' stacks) must have the arities the description's phases take.
+  auto check_schema = [](const c10::OperatorHandle& op, size_t n_args, size_t n_returns) {
+    const auto& schema = op.schema();
+    if (schema.arguments().size() != n_args || schema.returns().size() != n_returns) {
+      std::ostringstream text;
+      text << "the registered schema " << schema << " does not match the description (" << n_args
+           << " arguments, " << n_returns << " returns)";
+      throw std::invalid_argument(text.str());
+    }
+  };
+  auto op = c10::Dispatcher::singleton().findSchema({entry->name, ""});
+  if (!op) throw std::invalid_argument("the op " + entry->name + " is not defined");
+  check_schema(*op, entry->n_inputs, entry->n_outputs);
+  if (entry->backward) check_schema(*entry->backward_op, entry->backward->kinds.size(), entry->grad_inputs.size());
+  if (found != g_registered->end()) {  // a re-declaration (same schema: validate_entry), new kernels and plans
     std::lock_guard<std::mutex> lock(found->second.slot->mutex);
     found->second.slot->entry = entry;
     return;

@@ -1,5 +1,5 @@
 // plan.hpp — the torch add-on's view of a declaration: the phases, output rules, launches and autograd wiring of
-// one op, parsed from the text jitbridge/_opnative.py writes (one record per line, rules as expr.hpp programs).
+// one op, parsed from the text jitbridge/torch/description.py writes (one record per line, rules as expr.hpp programs).
 // Included by addon.cpp only (the add-on is one translation unit).
 #ifndef JITBRIDGE_TORCH_NATIVE_PLAN_HPP
 #define JITBRIDGE_TORCH_NATIVE_PLAN_HPP
@@ -26,7 +26,7 @@ namespace {
 const JitbridgeCApi* g_api = nullptr;  // _core's table: static, lives as long as the process
 
 // ---------------------------------------------------------------------------------------------------------------
-// The declaration, parsed from the text _torchnative.py writes (one record per line).
+// The declaration, parsed from the text jitbridge/torch/description.py writes (one record per line).
 
 struct OutRule {
   int slot = 0;
@@ -241,6 +241,67 @@ std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& tit
     }
   }
   return p;
+}
+
+// Refuses (std::invalid_argument) a phase whose records point outside it: every slot a record names must be one of
+// the phase's n_slots (arguments, then outputs and scratch), the dispatch slot a tensor argument. Expression slots
+// are checked when evaluated (Slots). So a kernel never indexes past what a call holds.
+inline void validate_phase(const Phase& p, size_t n_args, size_t n_returned) {
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument(p.op + ": " + p.title + ": " + what);
+  };
+  auto slot_ok = [&](int slot) { return slot >= 0 && slot < p.n_slots; };
+  need(p.kinds.size() == n_args, "takes " + std::to_string(p.kinds.size()) + " arguments, the schema " +
+                                     std::to_string(n_args));
+  need(p.dispatch >= 0 && static_cast<size_t>(p.dispatch) < p.kinds.size() &&
+           p.kinds[static_cast<size_t>(p.dispatch)] == 'T', "the dispatch argument is no tensor argument");
+  for (char k : p.kinds) need(k == 'T' || k == 'f' || k == 'i' || k == 'b', "unknown argument kind");
+  size_t returned = 0;
+  for (const auto& r : p.outs) {
+    need(static_cast<size_t>(r.slot) >= p.kinds.size() && slot_ok(r.slot), "an output slot is out of range");
+    need(r.dtype_slot < 0 || slot_ok(r.dtype_slot), "an output's dtype slot is out of range");
+    need(r.dtype_slot >= 0 || r.dtype_fixed != at::ScalarType::Undefined, "an output has no dtype");
+    need(r.like < 0 || slot_ok(r.like), "an output's like= slot is out of range");
+    returned += r.returned ? 1 : 0;
+  }
+  need(returned == n_returned, "returns " + std::to_string(returned) + " tensors, the schema " +
+                                   std::to_string(n_returned));
+  for (const auto& [key, required] : p.require)
+    for (const auto& [slot, dtype] : required) need(slot_ok(slot), "a dtype rule's slot is out of range");
+  for (const auto& c : p.checks)
+    for (int slot : c.shown) need(slot_ok(slot), "a check's slot is out of range");
+  for (const auto& l : p.launches) {
+    need(!l.kernels.empty(), "a launch has no kernel");
+    for (const auto& a : l.args) need(a.slot < 0 || slot_ok(a.slot), "a launch argument's slot is out of range");
+  }
+}
+
+// Refuses an entry whose autograd wiring points outside its op (see OpEntry), and a re-declaration (`before`) that
+// changes what the registered kernels were made for: arguments, outputs, whether there is a backward.
+inline void validate_entry(const OpEntry& e, const OpEntry* before) {
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument(e.name + ": " + what);
+  };
+  need(e.name.find("::") != std::string::npos, "the name has no namespace");
+  need(e.forward != nullptr, "the description has no forward phase");
+  validate_phase(*e.forward, e.n_inputs, e.n_outputs);
+  for (size_t i : e.tensor_inputs)
+    need(i < e.n_inputs && e.forward->kinds[i] == 'T', "a tensor input index is out of range");
+  for (size_t i : e.scalars) need(i < e.n_inputs && e.forward->kinds[i] != 'T', "a scalar input index is out of range");
+  for (const auto& [is_output, i] : e.saved)
+    need(is_output ? i < e.n_outputs : (i < e.n_inputs && e.forward->kinds[i] == 'T'), "a saved index is out of range");
+  for (size_t i : e.grad_outputs) need(i < e.n_outputs, "a grad_outputs index is out of range");
+  for (size_t i : e.grad_inputs) need(i < e.tensor_inputs.size(), "a grad_inputs index is out of range");
+  need(e.backward_op.has_value() == (e.backward != nullptr), "a backward phase needs its backward_op and back");
+  if (e.backward)
+    validate_phase(*e.backward, e.saved.size() + e.grad_outputs.size() + e.scalars.size(), e.grad_inputs.size());
+  if (before) {
+    bool same = before->n_inputs == e.n_inputs && before->n_outputs == e.n_outputs &&
+                before->forward->kinds == e.forward->kinds &&
+                (before->backward == nullptr) == (e.backward == nullptr) &&
+                (!e.backward || before->backward->kinds == e.backward->kinds);
+    need(same, "a re-declaration must keep the arguments, outputs and backward its kernels were registered for");
+  }
 }
 
 }  // namespace

@@ -1,6 +1,11 @@
-// cache.cpp — cache_info() and cache_clear(): the process-wide kernel cache (memory + disk).
+// cache.cpp — cache_info() and cache_clear(): the process-wide kernel cache (memory + disk); _check_private_directory
+// (the cache's rule for a directory code is loaded from, for the torch add-on's build cache).
+#include <cstdlib>
+#include <optional>
+
 #include "bindings.hpp"
 #include "jitbridge/cache.hpp"
+#include "jitbridge/private_dir.hpp"
 
 namespace jitbridge::python {
 
@@ -50,6 +55,33 @@ lock_timeouts   waits that ran out and compiled themselves.)");
       },
       "Remove every cache entry, in memory and on disk. Returns the number of disk entries removed. "
       "Programs already returned stay usable.");
+  m.def(
+      "_check_private_directory",
+      [](const std::string& path, bool create) {
+        detail::DirectoryCheck check;
+        std::string trust_error;
+        {
+          py::gil_scoped_release release;
+          std::optional<detail::DirectoryTrust> trust = detail::DirectoryTrust();
+          const char* group = std::getenv("JITBRIDGE_CACHE_TRUST_GROUP");
+          if (group && *group) trust = detail::DirectoryTrust::of_group(group, trust_error);
+          if (trust) check = detail::check_private_directory(path, *trust, create);
+        }
+        py::dict d;
+        d["ok"] = check.ok;
+        d["exists"] = check.exists;
+        d["path"] = text(check.path);
+        d["problem"] = text(trust_error.empty() ? check.problem : "JITBRIDGE_CACHE_TRUST_GROUP: " + trust_error);
+        d["fix"] = text(check.fix);
+        return d;
+      },
+      py::arg("path"), py::arg("create") = false,
+      R"(May code be loaded from directory `path`: the kernel cache's check (owned by the user, or a member of
+$JITBRIDGE_CACHE_TRUST_GROUP; writable by no one else; every ancestor owned by the user or root and, if
+writable by others, sticky). `create`: make it (mode 0700) and missing parents first. Returns a dict: ok,
+exists, path (absolute, symlinks resolved), problem (the rule broken, naming the directory; "" when ok),
+fix (a command that repairs it, or ""). For jitbridge.torch's add-on build cache; raises nothing but
+MemoryError.)");
 }
 
 }  // namespace jitbridge::python

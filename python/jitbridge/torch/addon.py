@@ -1,11 +1,10 @@
-"""_torchnative.py — the torch add-on (torch_native/addon.cpp): built at first use in a subprocess with a plain C++
-compiler command against the installed torch's headers and libraries, cached in jitbridge's cache directory under a
-key made of torch's version and build, its C++ ABI flag, the compiler, jitbridge's version and the sources; one
-process builds while the others wait on a file lock; loaded with ctypes.PyDLL (its calls hold the GIL).
+"""jitbridge/torch/addon.py — the torch add-on (jitbridge/torch_native/addon.cpp): built at first use in a subprocess
+with a plain C++ compiler command against the installed torch's headers and libraries, cached in jitbridge's cache
+directory under a key made of torch's version and build, its C++ ABI flag, the compiler, jitbridge's version and the
+sources; one process builds while the others wait on a file lock; loaded with ctypes.PyDLL (its calls hold the GIL).
 
-Experimental and off by default (unset or 0): on the H100 a process that mixed both runners crashed (SIGSEGV) when
-a native op got CPU tensors (issue 26 is open). JITBRIDGE_TORCH_NATIVE=auto builds it, and a failure warns once (why,
-and how to fix it) and ops use the Python runner; =1 makes any failure an error."""
+JITBRIDGE_TORCH_NATIVE unset (or auto) builds it at first need, and a failure warns once (why, and how to fix it)
+and ops use the Python runner; =0 turns it off; =1 makes any failure an error."""
 
 import ctypes
 import hashlib
@@ -19,7 +18,8 @@ import threading
 import time
 import warnings
 
-_HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_native")
+#: The add-on's C++ sources (shipped in the package, beside this package).
+SOURCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_native")
 SOURCES = ("addon.cpp", "plan.hpp", "expr.hpp")
 _CAPSULE = b"jitbridge._core._c_api"
 
@@ -33,12 +33,11 @@ class NativeRunnerError(RuntimeError):
 
 
 def mode():
-    """'off' (JITBRIDGE_TORCH_NATIVE unset, empty or 0: the default while the runner is experimental), 'auto'
-    (=auto) or 'required' (=1)."""
+    """'auto' (JITBRIDGE_TORCH_NATIVE unset, empty or auto: the default), 'off' (=0) or 'required' (=1)."""
     value = os.environ.get("JITBRIDGE_TORCH_NATIVE", "").strip()
-    if value == "auto":
+    if value in ("", "auto"):
         return "auto"
-    if value in ("", "0"):
+    if value == "0":
         return "off"
     if value == "1":
         return "required"
@@ -48,8 +47,8 @@ def mode():
 def c_api_include():
     """The directory holding jitbridge/c_api.h: the package's copy, else the source tree's (running from a checkout).
     None if neither exists."""
-    for d in (os.path.join(_HERE, "include"),
-              os.path.join(_HERE, "..", "..", "..", "launch", "include")):
+    for d in (os.path.join(SOURCE_DIR, "include"),
+              os.path.join(SOURCE_DIR, "..", "..", "..", "launch", "include")):
         if os.path.isfile(os.path.join(d, "jitbridge", "c_api.h")):
             return os.path.abspath(d)
     return None
@@ -67,12 +66,12 @@ def _compiler_id(cxx):
     try:
         out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
-        raise _Unavailable(f"the C++ compiler {cxx!r} does not run ({e})",
+        raise Unavailable(f"the C++ compiler {cxx!r} does not run ({e})",
                            "install g++ (apt install g++) or set CXX to a C++17 compiler") from None
     return (out.stdout.splitlines() or ["?"])[0].strip()
 
 
-class _Unavailable(Exception):
+class Unavailable(Exception):
     """Why the add-on is unavailable, and how to fix it."""
 
     def __init__(self, why, fix):
@@ -92,7 +91,7 @@ def build_command(cxx, info, include, source, output):
     """The compiler command line: only the torch headers addon.cpp includes, the two torch libraries it links,
     and every symbol resolved at link time (-Wl,--no-undefined)."""
     return [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-w",
-            f"-D_GLIBCXX_USE_CXX11_ABI={info['abi']}", "-isystem", info["include"], "-I", include, "-I", _HERE,
+            f"-D_GLIBCXX_USE_CXX11_ABI={info['abi']}", "-isystem", info["include"], "-I", include, "-I", SOURCE_DIR,
             source, "-o", output, f"-L{info['lib']}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{info['lib']}",
             "-Wl,--no-undefined"]
 
@@ -102,7 +101,7 @@ def cache_key(info, compiler_id, version):
     parts = [info["version"], info["git"], info["cuda"], info["abi"], compiler_id, version, sys.platform]
     h.update(json.dumps([str(p) for p in parts]).encode())
     for name in SOURCES:
-        with open(os.path.join(_HERE, name), "rb") as f:
+        with open(os.path.join(SOURCE_DIR, name), "rb") as f:
             h.update(f.read())
     include = c_api_include()
     if include:
@@ -115,7 +114,7 @@ def _cache_root():
     import jitbridge
     directory = jitbridge.cache_info().get("directory")
     if not directory:
-        raise _Unavailable("jitbridge has no cache directory to build the add-on in",
+        raise Unavailable("jitbridge has no cache directory to build the add-on in",
                            "set JITBRIDGE_CACHE_DIR to a writable directory")
     return os.path.join(directory, "torch_native")
 
@@ -134,26 +133,22 @@ def _lock(path):
 
 def build(torch, *, root=None):
     """Builds the add-on if its cache entry is missing and returns (path, record): record says the key, the command,
-    whether it was built now and how long it took. Raises _Unavailable with why and how to fix it."""
+    whether it was built now and how long it took. Raises Unavailable with why and how to fix it."""
     import jitbridge
     include = c_api_include()
     if include is None:
-        raise _Unavailable("jitbridge/c_api.h is not in the installed package", "reinstall jitbridge")
+        raise Unavailable("jitbridge/c_api.h is not in the installed package", "reinstall jitbridge")
     info = torch_info(torch)
     if not os.path.isfile(os.path.join(info["include"], "torch", "library.h")):
-        raise _Unavailable(f"the installed torch has no C++ headers ({info['include']}/torch/library.h is missing)",
+        raise Unavailable(f"the installed torch has no C++ headers ({info['include']}/torch/library.h is missing)",
                            "install a torch wheel that ships its headers (the PyPI and pytorch.org wheels do)")
     cxx = compiler()
     if cxx is None:
-        raise _Unavailable("no C++ compiler (g++ or c++ on PATH, or $CXX)",
+        raise Unavailable("no C++ compiler (g++ or c++ on PATH, or $CXX)",
                            "install g++ (apt install g++) or set CXX to a C++17 compiler")
     compiler_id = _compiler_id(cxx)
     root = root or _cache_root()
     key = cache_key(info, compiler_id, jitbridge.__version__)
-    try:
-        os.makedirs(root, mode=0o700, exist_ok=True)
-    except OSError as e:
-        raise _Unavailable(f"cannot create {root} ({e})", "set JITBRIDGE_CACHE_DIR to a writable directory") from None
     _check_private(root)
     path = os.path.join(root, f"addon-{key}.so")
     record_path = os.path.join(root, f"addon-{key}.json")
@@ -164,19 +159,19 @@ def build(torch, *, root=None):
             return path, _read_record(record_path, built=False)
         fd, tmp = tempfile.mkstemp(prefix=f"addon-{key}.", suffix=".tmp.so", dir=root)
         os.close(fd)
-        cmd = build_command(cxx, info, include, os.path.join(_HERE, "addon.cpp"), tmp)
+        cmd = build_command(cxx, info, include, os.path.join(SOURCE_DIR, "addon.cpp"), tmp)
         start = time.monotonic()
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.SubprocessError) as e:
             os.unlink(tmp)
-            raise _Unavailable(f"the build command failed to run ({e}): {' '.join(cmd)}",
+            raise Unavailable(f"the build command failed to run ({e}): {' '.join(cmd)}",
                                "check the compiler, or set JITBRIDGE_TORCH_NATIVE=0") from None
         seconds = time.monotonic() - start
         if done.returncode != 0:
             os.unlink(tmp)
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise _Unavailable(f"building the add-on failed (exit {done.returncode}) with:\n  {' '.join(cmd)}\n"
+            raise Unavailable(f"building the add-on failed (exit {done.returncode}) with:\n  {' '.join(cmd)}\n"
                                f"{tail}", "fix the compiler setup shown, or set JITBRIDGE_TORCH_NATIVE=0")
         record = {"key": key, "torch": info["version"], "torch_git": info["git"], "torch_cuda": info["cuda"],
                   "abi": info["abi"], "compiler": compiler_id, "jitbridge": jitbridge.__version__,
@@ -188,15 +183,16 @@ def build(torch, *, root=None):
 
 
 def _check_private(root):
-    """The add-on is loaded into the process: its directory must be this user's and writable by no one else (a
-    library planted there would run as this user). Raises _Unavailable naming the problem."""
-    st = os.stat(root)
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise _Unavailable(f"{root} belongs to another user (uid {st.st_uid}); the add-on is not loaded from it",
-                           "set JITBRIDGE_CACHE_DIR to a directory of your own")
-    if st.st_mode & 0o022:
-        raise _Unavailable(f"{root} is writable by group or others (mode {st.st_mode & 0o777:o}); the add-on is not "
-                           f"loaded from it", f"chmod go-w {root}")
+    """The add-on is loaded into the process, so its directory gets the kernel cache's check (issue 29:
+    jitbridge::detail::check_private_directory, through _core._check_private_directory), made (mode 0700) when
+    missing: this user's (or a member of $JITBRIDGE_CACHE_TRUST_GROUP's), writable by no one else, every ancestor
+    safe too (a library planted there would run as this user). Raises Unavailable naming the problem."""
+    from .. import _core
+    check = _core._check_private_directory(root, create=True)
+    if not check["ok"]:
+        fix = check["fix"] or "set JITBRIDGE_CACHE_DIR to a directory of your own"
+        raise Unavailable(f"{check['problem'] or root + ' cannot be used'}; the add-on is not built or loaded there",
+                           fix)
 
 
 def _read_record(path, built):
@@ -223,7 +219,7 @@ class Addon:
         table = get(core._c_api, _CAPSULE)
         why = ctypes.create_string_buffer(1024)
         if self._lib.jitbridge_torch_native_init(table, why, len(why)) != 0:
-            raise _Unavailable(why.value.decode(errors="replace"), "rebuild: python -m jitbridge torch build")
+            raise Unavailable(why.value.decode(errors="replace"), "rebuild: python -m jitbridge torch build")
 
     def register(self, description, kernels):
         """Registers (or replaces) the native kernels of one op. Raises RuntimeError with the add-on's reason."""
@@ -237,7 +233,7 @@ _state = {"addon": None, "reason": None, "warned": False}
 _state_lock = threading.Lock()
 
 
-def addon(torch):
+def load(torch):
     """The loaded add-on, building it on first use; None when it is off or unavailable (then one
     NativeRunnerWarning per process says why and how to fix it). Raises NativeRunnerError instead when
     JITBRIDGE_TORCH_NATIVE=1."""
@@ -253,7 +249,7 @@ def addon(torch):
                 _state["addon"] = Addon(path, record)
                 _state["reason"] = None
                 return _state["addon"]
-            except _Unavailable as e:
+            except Unavailable as e:
                 _state["reason"] = f"{e.why} (to fix: {e.fix})"
             except OSError as e:
                 _state["reason"] = f"the add-on could not be loaded ({e}) (to fix: python -m jitbridge torch build)"
@@ -265,16 +261,16 @@ def addon(torch):
         if not _state["warned"]:
             _state["warned"] = True
             warnings.warn(f"jitbridge.torch: the native runner is unavailable, ops use the Python runner (slower "
-                          f"autograd): {_state['reason']}; unset JITBRIDGE_TORCH_NATIVE (or 0) silences this",
+                          f"autograd): {_state['reason']}; JITBRIDGE_TORCH_NATIVE=0 silences this",
                           NativeRunnerWarning, stacklevel=3)
         return None
 
 
 def unavailable_reason():
-    """Why addon() gave None (None if it has not been tried or worked)."""
+    """Why load() gave None (None if it has not been tried or worked)."""
     try:
         if mode() == "off":
-            return "off: the native runner is experimental (JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on)"
+            return "off: JITBRIDGE_TORCH_NATIVE=0"
     except NativeRunnerError as e:
         return str(e)
     return _state["reason"]
@@ -300,15 +296,15 @@ def status():
         report["torch"] = f"{info['version']} (CUDA {info['cuda']}, C++11 ABI {info['abi']})"
         cxx = compiler()
         if cxx is None:
-            raise _Unavailable("no C++ compiler (g++ or c++ on PATH, or $CXX)", "install g++ or set CXX")
+            raise Unavailable("no C++ compiler (g++ or c++ on PATH, or $CXX)", "install g++ or set CXX")
         compiler_id = _compiler_id(cxx)
         report["compiler"] = compiler_id
         if not os.path.isfile(os.path.join(info["include"], "torch", "library.h")):
-            raise _Unavailable("the installed torch has no C++ headers", "install a torch wheel with its headers")
+            raise Unavailable("the installed torch has no C++ headers", "install a torch wheel with its headers")
         key = cache_key(info, compiler_id, jitbridge.__version__)
         report["path"] = os.path.join(_cache_root(), f"addon-{key}.so")
         report["built"] = os.path.isfile(report["path"])
-    except _Unavailable as e:
+    except Unavailable as e:
         report["reason"] = f"{e.why} (to fix: {e.fix})"
     except Exception as e:  # noqa: BLE001 - doctor reports, it never crashes
         report["reason"] = f"{type(e).__name__}: {e}"

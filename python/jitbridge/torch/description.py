@@ -1,11 +1,11 @@
-"""_opnative.py — an op declaration (OpSpec) written as the text the native runner (torch_native/addon.cpp) parses:
-its phases with every rule as an expression (_opexpr.py), or the reason it cannot run natively (then the Python
-runner runs it). Needs no torch."""
+"""jitbridge/torch/description.py — an op declaration (OpSpec) written as the text the native runner
+(jitbridge/torch_native/addon.cpp) parses: its phases with every rule as an expression (_opexpr.py), or the reason
+it cannot run natively (then the Python runner runs it). Needs no torch."""
 
 import numbers
 
-from ._kernels import RawKernel
-from ._opexpr import Checks, Expr, NotExpressible, ShapeProxy, TensorProxy, as_expr
+from .._kernels import RawKernel
+from .._opexpr import Checks, Expr, NotExpressible, ShapeProxy, TensorProxy, as_expr
 
 
 class _Writer:

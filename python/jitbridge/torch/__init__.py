@@ -26,9 +26,9 @@ not on CUDA, tensors on different devices or a failed ``check``; TypeError for a
 for. Kernels run on torch's current stream; outputs come from torch's caching allocator. See docs/TORCH.md.
 """
 
-from ._opexpr import Check, NotExpressible, cdiv, maximum, minimum, where
-from ._oprunner import compile_phase
-from ._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size  # noqa: F401 (DTYPE_NAMES: for tests)
+from .._opexpr import Check, NotExpressible, cdiv, maximum, minimum, where
+from .._opspec import DTYPE_NAMES, Launch, OpDeclarationError, OpSpec, Output, numel, size  # noqa: F401 (DTYPE_NAMES: for tests)
+from . import compiled  # the Python runner (addon and description, the native runner's, load at first use)
 
 __all__ = ["custom_op", "function", "runner", "Launch", "Output", "Check", "numel", "size", "cdiv", "minimum",
            "maximum", "where", "OpDeclarationError", "Runner"]
@@ -115,12 +115,12 @@ def _import_torch(what):
 
 def _phase_runner(phase, contiguous, torch, *, fake, trusted=False):
     """The function that runs ``phase`` on torch tensors (``fake``: only allocates the outputs, for fake and meta
-    tensors), compiled from the declaration by _oprunner.compile_phase: it checks devices, dtypes and ``check``
+    tensors), compiled from the declaration by compiled.compile_phase: it checks devices, dtypes and ``check``
     before anything else, allocates outputs and scratch through torch's caching allocator on the inputs' device
     (stream-ordered on torch's current stream) and launches each kernel on torch's current stream, which jitbridge
     reads from the tensors. ``trusted``: a backward called only by autograd's engine, whose device and dtype checks
     were made in the forward (see compile_phase)."""
-    return compile_phase(phase, contiguous, torch, fake=fake, trusted=trusted)
+    return compiled.compile_phase(phase, contiguous, torch, fake=fake, trusted=trusted)
 
 
 class _AutogradLink:
@@ -320,31 +320,31 @@ def _native_plan(spec, torch, current):
     a rule that is no expression, the add-on off or unavailable (torch_native; it warns once), an op first declared
     with the Python runner."""
     global _native_reason
-    from . import _opnative, _torchnative
+    from . import addon as native_addon, description
     if current is not None and current.runner.kind == "python":
         _native_reason = "first declared with the Python runner in this process: " + current.runner.reason
         return None
     try:
-        description, kernels = _opnative.describe(spec)
+        text, kernels = description.describe(spec)
     except NotExpressible as e:
         _native_reason = f"a rule is a Python callable: {e}"
         return None
-    addon = _torchnative.addon(torch)
+    addon = native_addon.load(torch)
     if addon is None:
-        _native_reason = f"the native add-on is unavailable: {_torchnative.unavailable_reason()}"
+        _native_reason = f"the native add-on is unavailable: {native_addon.unavailable_reason()}"
         return None
-    return addon, description, kernels
+    return addon, text, kernels
 
 
 def _register_native(native, redeclared=False):
     """Registers the native kernels; a Runner. A refusal by the add-on is an error with JITBRIDGE_TORCH_NATIVE=1
     or on a re-declaration, else the Python runner with the reason."""
-    from . import _torchnative
-    addon, description, kernels = native
+    from . import addon as native_addon
+    addon, text, kernels = native
     try:
-        addon.register(description, kernels)
+        addon.register(text, kernels)
     except RuntimeError as e:
-        if redeclared or _torchnative.mode() == "required":
+        if redeclared or native_addon.mode() == "required":
             raise OpDeclarationError(f"the native runner refused the declaration: {e}") from e
         return Runner("python", f"the native runner refused the declaration: {e}")
     return Runner("native", f"torch add-on {addon.path}")

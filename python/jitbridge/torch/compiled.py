@@ -1,12 +1,13 @@
-"""_oprunner.py — a phase of a jitbridge.torch op compiled into one Python function: the checks, the allocations and
-the launches written out as straight-line code over local variables (no name dictionary, no loops over getters)."""
+"""jitbridge/torch/compiled.py — the Python runner: a phase of a jitbridge.torch op compiled into one Python function:
+the checks, the allocations and the launches written out as straight-line code over local variables (no name
+dictionary, no loops over getters)."""
 
 import itertools
 import linecache
 import re
 
-from ._opdecl import DTYPE_NAMES
-from ._opphase import _Value
+from .._opdecl import DTYPE_NAMES
+from .._opphase import Value
 
 _counter = itertools.count()
 
@@ -174,13 +175,13 @@ def _allocation(rule, torch, dtypes, inputs_dense, src, local, defined):
 
 
 def _config(value, src, local, defined):
-    return value.source(local, src.bind, defined) if isinstance(value, _Value) else src.bind(value)
+    return value.source(local, src.bind, defined) if isinstance(value, Value) else src.bind(value)
 
 
 def _launch(plan, src, local, defined):
     """The lines of one launch: its grid (skipped when a dimension is zero), block, arguments and shared memory."""
     depth = 1
-    if isinstance(plan.grid, _Value):
+    if isinstance(plan.grid, Value):
         src.line(1, f"_grid = {plan.grid.source(local, src.bind, defined)}")
         src.line(1, "if _grid != 0 and not (isinstance(_grid, (tuple, list)) and 0 in _grid):")
         grid, depth = "_grid", 2
@@ -194,7 +195,7 @@ def _launch(plan, src, local, defined):
     args = ", ".join(g.source(local, src.bind, defined) for g in plan.getters)
     args = f"({args},)" if plan.getters else "()"
     shared = plan.shared_mem
-    if isinstance(shared, _Value):
+    if isinstance(shared, Value):
         src.line(depth, f"_shared = {shared.source(local, src.bind, defined)}")
         src.line(depth, f"if _shared: {kernel}({grid}, {block}, {args}, shared_mem=_shared)")
         src.line(depth, f"else: {kernel}({grid}, {block}, {args})")
