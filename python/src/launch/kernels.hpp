@@ -81,44 +81,6 @@ void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* co
 // each parameter. For tests and for users who want to see what a launch would pass.
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
 
-// Benchmark floor: converts and packs `args` once, then calls cuLaunchKernel `batch` times in a C++
-// loop on the consumer stream; returns the microseconds the loop took (no Python per launch). The
-// parameters go as the array of pointers (what "raw cuLaunchKernel" means in the benchmark), or,
-// with `buffer_form`, as one buffer (how jitbridge's own launches pass them).
-double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch, bool buffer_form);
-
-// Benchmark floor with Python in the loop: the arguments converted, checked and packed once; each
-// launch() is one cuLaunchKernel with the packed bytes and nothing else (no checks, no stream
-// rule). `keepalive` holds the arrays whose addresses were packed.
-struct PreparedLaunch {
-  CUfunction function = nullptr;
-  LaunchConfig config;
-  std::vector<unsigned char> space;    // the kernel's parameter space (the buffer form); empty: no parameters
-  std::vector<std::size_t> offsets;    // each parameter's offset in `space`
-  std::vector<void*> params;           // into space, at offsets: the array-of-pointers form
-  py::object keepalive;
-  std::vector<PyTypeObject*> types;                // each prepared argument's type (borrowed: keepalive holds them)
-  std::vector<const DLPackExchangeAPI*> exchange;  // per argument: its type's exchange API, or nullptr
-  // One launch with the prepared parameters, as one buffer (`buffer_form`) or as pointers. Throws
-  // DriverError.
-  void launch(bool buffer_form = true) const;
-  // Reads the address of each argument whose type has the DLPack exchange API (no checks) and the
-  // framework's current stream on the first one's device, then launches with the other arguments
-  // as prepared (in the buffer form when it can). `args` must have the prepared types (TypeError
-  // otherwise). Throws DriverError.
-  void launch_exchanging(PyObject* const* args, std::size_t n) const;
-
- private:
-  void launch_with(void** with_params, const void* buffer, CUstream stream) const;
-};
-// Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n: the
-// producer's exchange-API calls (when the first argument has that API), the full path's phases
-// (consumer_stream, convert_arguments, pack, validate, launch), the whole full path, and the
-// whole shortcut (which the full path's first call teaches; value_error if these arguments take
-// none). Launches 3n times.
-py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args, int n);
-PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args);
-
 // grid=/block=/cluster= values: an int or a tuple (or list) of up to 3 ints, each from 1 to
 // 2**32-1 (NumPy integers and other __index__ objects too). Throws TypeError (not an int; an
 // __index__ raising TypeError), ValueError (out of range, also beyond int64; a wrong number of

@@ -8,7 +8,6 @@
 #include "interop/array_support.hpp"
 #include "jitbridge/streams.hpp"
 #include "launch/kernels.hpp"
-#include "launch/launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -160,7 +159,6 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
       }
     }
   }
-  launch_profile::mark(launch_profile::converted);
   if (device < 0) return false;  // no array: the full path picks the current device
   const Device& dev = Device::get(device);
   // The kernel on this device: the last launch's (one compare), else the one a full-path launch
@@ -192,10 +190,8 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
       stream_obj && stream_obj != Py_None ? parse_stream(stream_obj, "stream") : std::nullopt;
   c.stream = given ? *given : framework ? *framework : CU_STREAM_LEGACY;
   if (framework && *framework != c.stream) stream_wait(device, c.stream, *framework);
-  launch_profile::mark(launch_profile::stream);
 
   if (s->validated_device != &dev || !same_shape(s->validated_config, c)) validate_on(*s, *f, c, dev);
-  launch_profile::mark(launch_profile::validated);
   launch(*f, c, dev, ParamBytes{buffer, s->bytes});
   ++s->launches;
   return true;
