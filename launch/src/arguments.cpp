@@ -318,6 +318,19 @@ void ArgBuffer::reset(const Signature& signature) {
   prepare(signature.params.size(), lay_out(signature, nullptr), true);
 }
 
+void ArgBuffer::reset(const Signature& signature, std::optional<std::size_t> space_bytes) {
+  if (!space_bytes) return reset(signature);
+  prepare(signature.params.size(), *space_bytes, true);
+}
+
+std::optional<std::size_t> param_space_bytes(const Signature& signature) {
+  try {
+    return lay_out(signature, nullptr);
+  } catch (const ArgumentError&) {
+    return std::nullopt;
+  }
+}
+
 void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
   std::size_t used = 0, offset = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i)
@@ -574,28 +587,36 @@ std::vector<std::size_t> param_offsets(const Signature& signature) {
   return offsets;
 }
 
+int pack_values(std::string_view kernel, const Signature* signature, const std::vector<ParamPlan>& plan,
+                std::optional<std::size_t> space_bytes, const std::vector<std::size_t>* sizes, const ArgValue* values,
+                std::size_t stride, std::size_t n, ArgBuffer& out) {
+  auto value = [&](std::size_t i) -> const ArgValue& {
+    return *reinterpret_cast<const ArgValue*>(reinterpret_cast<const char*>(values) + i * stride);
+  };
+  PackResult where;
+  if (!signature) {
+    if (sizes->size() != n)
+      throw ArgumentError(ArgumentError::Kind::type,
+                          fmt::format("{} takes {} arguments, {} given", kernel, sizes->size(), n));
+    out.reset(*sizes);
+    for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, (*sizes)[i], value(i), out, where);
+    return where.device;
+  }
+  if (signature->params.size() != n) throw ArgumentError(ArgumentError::Kind::type, arity_message(kernel, *signature, n));
+  out.reset(*signature, space_bytes);
+  for (std::size_t i = 0; i < n; ++i) pack_argument(kernel, *signature, plan, i, value(i), out, where);
+  return where.device;
+}
+
 void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out,
                              bool check_args) {
-  PackResult where;
-  if (!function.info() || !function.info()->signature) {
-    const std::vector<std::size_t>& sizes = function.param_sizes();
-    if (sizes.size() != n)
-      throw ArgumentError(ArgumentError::Kind::type,
-                          fmt::format("{} takes {} arguments, {} given", function.name(), sizes.size(), n));
-    out.reset(sizes);
-    for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], slots[i].value, out, where);
-  } else {
-    const Signature& sig = *function.info()->signature;
-    if (sig.params.size() != n)
-      throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
-    out.reset(sig);
-    const std::vector<ParamPlan>& plan = function.plan(check_args);
-    for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, plan, i, slots[i].value, out, where);
-  }
-  if (where.device >= 0 && where.device != device)
+  const Signature* sig = function.info() && function.info()->signature ? &*function.info()->signature : nullptr;
+  const int used = pack_values(function.name(), sig, function.plan(check_args), function.param_space_bytes(),
+                               sig ? nullptr : &function.param_sizes(), &slots[0].value, sizeof(Slot), n, out);
+  if (used >= 0 && used != device)
     throw ArgumentError(ArgumentError::Kind::value,
                         fmt::format("{}: the arrays are on cuda:{} but the launch is on cuda:{}", function.name(),
-                                    where.device, device));
+                                    used, device));
 }
 
 }  // namespace jitbridge

@@ -2,6 +2,8 @@
 // Function keeps its Module alive, so no handle can outlive what it points into.
 #pragma once
 
+#include <optional>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -60,6 +62,8 @@ class Function {
   const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
   // Packing plan of the signature; check_args false: its unchecked_plan (as check_args=False).
   const std::vector<ParamPlan>& plan(bool check_args = true) const { return check_args ? plan_ : plan_unchecked_; }
+  // Where the signature's parameters end (param_space_bytes, worked out once); nullopt without a signature.
+  std::optional<std::size_t> param_space_bytes() const { return space_bytes_; }
   const Module& module() const { return *module_; }
   // cuKernelGetAttribute on `device`.
   int attribute(CUfunction_attribute attribute, const Device& device) const;
@@ -87,6 +91,7 @@ class Function {
   const char* interned_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
+  std::optional<std::size_t> space_bytes_;
   void query_params() const;
   mutable std::vector<std::size_t> param_sizes_, param_offsets_;
   mutable bool params_known_ = false;

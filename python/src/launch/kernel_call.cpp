@@ -43,23 +43,11 @@ CUstream convert_arguments(const KernelObject& k, PyObject* const* args, std::si
 
 namespace {
 
-// Packs s.values against the kernel; returns the device of the arrays (-1: none).
+// Packs s.values against the kernel (pack_values, the one packing loop); returns the device of the arrays (-1: none).
 int pack(const KernelObject& k, std::size_t n, Scratch& s, bool check_args) {
-  PackResult where;
-  if (k.info && k.info->signature) {
-    const Signature& sig = *k.info->signature;
-    if (sig.params.size() != n) throw py::type_error(arity_message(k.name, sig, n));
-    s.packed.reset(sig);
-    const std::vector<ParamPlan>& plan = check_args ? k.plan : k.plan_unchecked;
-    for (std::size_t i = 0; i < n; ++i) pack_argument(k.name, sig, plan, i, s.values[i], s.packed, where);
-  } else {
-    const std::vector<std::size_t>& sizes = k.resolved().param_sizes();
-    if (sizes.size() != n)
-      throw py::type_error(fmt::format("{} takes {} arguments, {} given", k.name, sizes.size(), n));
-    s.packed.reset(sizes);
-    for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], s.values[i], s.packed, where);
-  }
-  return where.device;
+  const Signature* sig = k.info && k.info->signature ? &*k.info->signature : nullptr;
+  return pack_values(k.name, sig, check_args ? k.plan : k.plan_unchecked, k.space_bytes,
+                     sig ? nullptr : &k.resolved().param_sizes(), s.values.data(), sizeof(ArgValue), n, s.packed);
 }
 
 }  // namespace

@@ -273,6 +273,7 @@ void bind_kernels(py::module_& m) {
                if (k.info->signature) {
                  k.plan = plan_signature(*k.info->signature);
                  k.plan_unchecked = unchecked_plan(k.plan);
+                 k.space_bytes = param_space_bytes(*k.info->signature);
                }
              }
              return k;

@@ -36,6 +36,7 @@ struct KernelObject {
   const Kernel* info = nullptr;             // from module->program; nullptr for file modules
   std::vector<ParamPlan> plan;              // packing plan of info's signature
   std::vector<ParamPlan> plan_unchecked;    // the same with argument checks off (unchecked_plan)
+  std::optional<std::size_t> space_bytes;   // where the signature's parameters end (param_space_bytes)
   bool check_args = true;                   // calls without check_args= check arguments (RawKernel(check_args=))
   mutable const Device* checked_device = nullptr;  // the device `function` serves (the last launch's)
   mutable std::shared_ptr<Function> function;      // the kernel in the module serving checked_device

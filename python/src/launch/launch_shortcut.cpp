@@ -80,6 +80,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
                                 : find(k, args, n, check_args);
   if (!s || !s->usable || s->args.size() != n) return false;
   alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];  // the kernel's parameter space
+  std::memset(buffer, 0, s->bytes);  // the padding between parameters passes as zeros, never stack garbage
   int device = -1;
   for (std::size_t i = 0; i < n; ++i) {
     const ShortcutArg& a = s->args[i];
