@@ -1,6 +1,6 @@
 """bench_launch_cpu.py — host time of jitbridge's Python launch path with no GPU: the fake driver of tests/fuzz/fake_cuda
 (its cuLaunchKernel records the launch and returns), arrays of a synthetic DLPack exchange-API framework
-(jitbridge_testing.exchange_api, read as torch tensors are read) and of __cuda_array_interface__. What it shows is
+(jitbridge_testing.exchange_api: one in C, as torch has, one calling Python) and of __cuda_array_interface__. What it shows is
 jitbridge's own cost per launch (the fake driver's share is a few ns), to compare builds on one machine before and
 after a change to the launch path; the GPU goals stay bench_launch.py's. Needs the build tree (bash scripts/setup):
 
@@ -40,6 +40,11 @@ def main():
 
     Exchange.__dlpack_c_exchange_api__ = hooks.exchange_api(factory=Exchange)
 
+    class Fixed:   # the exchange API in C: every object float32 (256, 256) at one address, no Python calls (as torch)
+        pass
+
+    Fixed.__dlpack_c_exchange_api__ = hooks.exchange_api(fixed=True, stream=0)
+
     class Cai:   # __cuda_array_interface__ only
         def __init__(self, ptr):
             self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (32,), "typestr": "<f4", "version": 3,
@@ -49,16 +54,19 @@ def main():
 extern "C" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {}""", "k", arch="sm_90")
     ex = [Exchange(0x7F0000010000 + 0x1000 * i, (32,)) for i in range(4)]
     cai = [Cai(0x7F0000020000 + 0x1000 * i) for i in range(4)]
+    fx = [Fixed() for _ in range(4)]
     kk = k[1, 32]
     cases = {
         "python loop harness (empty lambda)": lambda: None,
-        "k((1,), (32,), (4 exchange-API arrays, int))": lambda: k((1,), (32,), (ex[0], ex[1], ex[2], ex[3], 32)),
-        "k[1, 32](4 exchange-API arrays, int)": lambda: kk(ex[0], ex[1], ex[2], ex[3], 32),
+        "k((1,), (32,), (4 C exchange-API arrays, int))": lambda: k((1,), (32,), (fx[0], fx[1], fx[2], fx[3], 32)),
+        "k[1, 32](4 C exchange-API arrays, int)": lambda: kk(fx[0], fx[1], fx[2], fx[3], 32),
+        "k((1,), (32,), (4 Python exchange-API arrays, int))": lambda: k((1,), (32,), (ex[0], ex[1], ex[2], ex[3], 32)),
+        "k[1, 32](4 Python exchange-API arrays, int)": lambda: kk(ex[0], ex[1], ex[2], ex[3], 32),
         "k((1,), (32,), (None x 4, int)) (the full path, no producer)":
             lambda: k((1,), (32,), (None, None, None, None, 32)),
         "k((1,), (32,), (4 CAI arrays, int))": lambda: k((1,), (32,), (cai[0], cai[1], cai[2], cai[3], 32)),
-        "k((1,), (32,), (4 exchange-API arrays, int), check_args=False)":
-            lambda: k((1,), (32,), (ex[0], ex[1], ex[2], ex[3], 32), check_args=False),
+        "k((1,), (32,), (4 C exchange-API arrays, int), check_args=False)":
+            lambda: k((1,), (32,), (fx[0], fx[1], fx[2], fx[3], 32), check_args=False),
     }
     samples = {name: [] for name in cases}
     for f in cases.values():

@@ -52,9 +52,7 @@ PyObject* kernel_use_target(PyObject* kernel, const char* target) {
     const Device& device = Device::get(current_device());
     if (target) {
       const Module& m = k.module->modules->module_for_target(target);
-      const std::size_t ordinal = static_cast<std::size_t>(device.ordinal());
-      if (k.functions.size() <= ordinal) k.functions.resize(ordinal + 1);
-      k.functions[ordinal] = m.function(k.info ? k.info->lowered_name : k.name);
+      k.launch->rebind(device, m.function(k.launch->lookup_name()));
       k.checked_device = nullptr;  // the next launch binds the forced function
       k.function = nullptr;
     }

@@ -45,9 +45,7 @@ namespace {
 
 // Packs s.values against the kernel (pack_values, the one packing loop); returns the device of the arrays (-1: none).
 int pack(const KernelObject& k, std::size_t n, Scratch& s, bool check_args) {
-  const Signature* sig = k.info && k.info->signature ? &*k.info->signature : nullptr;
-  return pack_values(k.name, sig, check_args ? k.plan : k.plan_unchecked, k.space_bytes,
-                     sig ? nullptr : &k.resolved().param_sizes(), s.values.data(), sizeof(ArgValue), n, s.packed);
+  return k.launch->pack(s.values.data(), sizeof(ArgValue), n, s.packed, check_args);
 }
 
 }  // namespace
@@ -64,16 +62,11 @@ const char* KernelObject::argument_name(std::size_t i) const {
 
 const Function& KernelObject::resolved(const Device& device) const {
   if (checked_device == &device) return *function;
-  const std::size_t ordinal = static_cast<std::size_t>(device.ordinal());
-  if (functions.size() <= ordinal) functions.resize(ordinal + 1);
-  if (!functions[ordinal]) {
-    try {
-      functions[ordinal] = module->loaded(device).function(info ? info->lowered_name : name);
-    } catch (const std::invalid_argument& e) {  // an explicit arch that cannot run on this device
-      throw py::value_error(fmt::format("{}: {}", name, e.what()));
-    }
+  try {
+    function = launch->resolved(device).function.get();
+  } catch (const std::invalid_argument& e) {  // an explicit arch that cannot run on this device ("name: why")
+    throw py::value_error(e.what());
   }
-  function = functions[ordinal];
   checked_device = &device;
   return *function;
 }
@@ -136,7 +129,8 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
   pack(k, n, s, k.check_args);
   py::list out;
   for (std::size_t i = 0; i < n; ++i) {
-    std::size_t size = k.info && k.info->signature ? k.info->signature->params[i].size : k.resolved().param_sizes()[i];
+    const Signature* sig = k.launch->signature();
+    std::size_t size = sig ? sig->params[i].size : k.resolved().param_sizes()[i];
     out.append(py::bytes(static_cast<const char*>(s.packed.pointers()[i]), size));
   }
   return out;

@@ -266,16 +266,14 @@ void bind_kernels(py::module_& m) {
              KernelObject k;
              k.module = std::move(module);
              k.name = name;
+             const Kernel* info = nullptr;
              if (const Program* p = k.module->program.program.get()) {
-               k.info = p->find_kernel(name);
-               if (!k.info) throw py::key_error(p->missing_kernel_message(name));
-               k.name = k.info->name;
-               if (k.info->signature) {
-                 k.plan = plan_signature(*k.info->signature);
-                 k.plan_unchecked = unchecked_plan(k.plan);
-                 k.space_bytes = param_space_bytes(*k.info->signature);
-               }
+               info = p->find_kernel(name);
+               if (!info) throw py::key_error(p->missing_kernel_message(name));
+               k.name = info->name;
              }
+             k.launch = std::make_shared<const KernelPlan>(k.module->modules, k.name, info ? info->lowered_name : k.name,
+                                                           info);
              return k;
            }),
            py::arg("module"), py::arg("name"))
@@ -283,13 +281,13 @@ void bind_kernels(py::module_& m) {
                              "The kernel's name: as get_function() was given it, or the C++ name the program "
                              "lists ('ns::scale'); for a template, the name expression ('scale<float>').")
       .def_property_readonly("lowered_name", initialised([](const KernelObject& k) {
-        return text(k.info ? k.info->lowered_name : k.name);
+        return text(k.launch->lookup_name());
       }), "The symbol in the binary (mangled for C++ kernels).")
       .def_property_readonly("signature", initialised([](const KernelObject& k) -> py::object {
-        return k.info && k.info->signature ? py::cast(*k.info->signature) : py::none();
+        return k.launch->signature() ? py::cast(*k.launch->signature()) : py::none();
       }), "The parameters as the compiler saw them (a Signature), or None for kernels from files.")
       .def_property_readonly("resources", initialised([](const KernelObject& k) -> py::object {
-        return k.info ? py::cast(k.info->resources) : py::none();
+        return k.launch->info() ? py::cast(k.launch->info()->resources) : py::none();
       }), "What ptxas reported (Resources: registers, shared memory, spills), or None for kernels from files.")
       .def_property_readonly("_module", initialised([](const KernelObject& k) { return k.module; }))
       .def_property("check_args", initialised([](const KernelObject& k) { return k.check_args; }),
@@ -376,7 +374,7 @@ void bind_kernels(py::module_& m) {
       "or up to 3 ints; stream None means the usual choice (the first array's framework's current stream). "
       "TypeError/ValueError for a malformed configuration.")
       .def("__repr__", initialised([](const KernelObject& k) {
-        return fmt::format("<RawKernel {}{}>", k.name, k.info && k.info->signature ? k.info->signature->to_string() : "(...)");
+        return fmt::format("<RawKernel {}{}>", k.name, k.launch->signature() ? k.launch->signature()->to_string() : "(...)");
       }), "<RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).");
 
   configured

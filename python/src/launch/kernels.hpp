@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "jitbridge/kernel_plan.hpp"
 #include "jitbridge/launcher.hpp"
 #include "jitbridge/module_set.hpp"
 #include "launch/launch_shortcut.hpp"
@@ -33,14 +34,12 @@ struct ModuleObject {
 struct KernelObject {
   std::shared_ptr<ModuleObject> module;
   std::string name;
-  const Kernel* info = nullptr;             // from module->program; nullptr for file modules
-  std::vector<ParamPlan> plan;              // packing plan of info's signature
-  std::vector<ParamPlan> plan_unchecked;    // the same with argument checks off (unchecked_plan)
-  std::optional<std::size_t> space_bytes;   // where the signature's parameters end (param_space_bytes)
+  // The launch plan (launch/kernel_plan.hpp): signature, packing plans, the Function per device. Shared with the C
+  // interface's handles of this kernel (kernel_from_python).
+  std::shared_ptr<const KernelPlan> launch;
   bool check_args = true;                   // calls without check_args= check arguments (RawKernel(check_args=))
   mutable const Device* checked_device = nullptr;  // the device `function` serves (the last launch's)
-  mutable std::shared_ptr<Function> function;      // the kernel in the module serving checked_device
-  mutable std::vector<std::shared_ptr<Function>> functions;  // per device ordinal, resolved at the first launch there
+  mutable const Function* function = nullptr;      // launch's Function on checked_device (the plan keeps it)
   // The kernel in the module serving `device`; also makes it `function`/`checked_device`. Raises
   // ValueError naming the kernel when the program's explicit arch cannot run there. GIL held.
   const Function& resolved(const Device& device) const;
@@ -74,7 +73,7 @@ struct ConfiguredKernel {
 // ValueError, BufferError, LaunchError, NoDriverError) with the Python error set. GIL held.
 // `args` must stay valid while Python code runs (converting an argument does): a tuple's items or
 // a vectorcall's argument array, never a list's item array (a property could resize the list).
-// `check_args` false: packed with k.plan_unchecked (any dtype, count, alignment; read-only arrays
+// `check_args` false: packed with k.launch->plan(false) (any dtype, count, alignment; read-only arrays
 // too), device memory and the one-device rule still checked.
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* stream_obj, bool check_args = true);

@@ -48,8 +48,8 @@ bool accept_array(const ShortcutArg& a, DLDevice where, DLDataType dtype, int& d
 
 // The function `k` resolved on device `ordinal` (KernelObject::resolved), or nullptr if none yet.
 const Function* function_on(const KernelObject& k, int ordinal) {
-  const std::size_t i = static_cast<std::size_t>(ordinal);
-  return i < k.functions.size() ? k.functions[i].get() : nullptr;
+  const ResolvedKernel* r = k.launch->resolved_on(ordinal);
+  return r ? r->function.get() : nullptr;
 }
 
 // `c` on `dev` differs from the last configuration validated: validate_launch runs unless `c` is the
@@ -164,7 +164,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
   const Device& dev = Device::get(device);
   // The kernel on this device: the last launch's (one compare), else the one a full-path launch
   // resolved there (its binary's arch checked then); a device not launched on yet declines.
-  const Function* f = k.function.get();
+  const Function* f = k.function;
   if (k.checked_device != &dev) {
     f = function_on(k, device);
     if (!f) return false;
@@ -199,14 +199,15 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
 }
 
 void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n, bool check_args) {
-  if (!k.info || !k.info->signature || !k.function || find(k, args, n, check_args) || k.shortcuts.size() >= 4) return;
-  const std::vector<Param>& params = k.info->signature->params;
-  const std::vector<ParamPlan>& plans = check_args ? k.plan : k.plan_unchecked;
+  const Signature* sig = k.launch->signature();
+  if (!sig || !k.function || find(k, args, n, check_args) || k.shortcuts.size() >= 4) return;
+  const std::vector<Param>& params = sig->params;
+  const std::vector<ParamPlan>& plans = k.launch->plan(check_args);
   if (params.size() != n || plans.size() != n) return;
   auto s = std::make_unique<LaunchShortcut>();
   s->check_args = check_args;
   s->usable = n <= LaunchShortcut::kMaxArgs;
-  const std::vector<std::size_t> offsets = param_offsets(*k.info->signature);
+  const std::vector<std::size_t> offsets = param_offsets(*sig);
   const std::size_t used = n ? offsets.back() + params.back().size : 0;
   bool arrays = false;
   for (std::size_t i = 0; i < n; ++i) {
