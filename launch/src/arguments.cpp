@@ -312,23 +312,27 @@ void ArgBuffer::prepare(std::size_t count, std::size_t total, bool param_space) 
   count_ = count;
   used_ = 0;
   param_space_ = param_space;
+  offsets_ = nullptr;
 }
 
 void ArgBuffer::reset(const Signature& signature) {
   prepare(signature.params.size(), lay_out(signature, nullptr), true);
 }
 
-void ArgBuffer::reset(const Signature& signature, std::optional<std::size_t> space_bytes) {
-  if (!space_bytes) return reset(signature);
-  prepare(signature.params.size(), *space_bytes, true);
+void ArgBuffer::reset(const Signature& signature, const ParamLayout* layout) {
+  if (!layout) return reset(signature);
+  prepare(signature.params.size(), layout->bytes, true);
+  offsets_ = &layout->offsets;
 }
 
-std::optional<std::size_t> param_space_bytes(const Signature& signature) {
+std::optional<ParamLayout> param_layout(const Signature& signature) {
+  ParamLayout layout;
   try {
-    return lay_out(signature, nullptr);
+    layout.bytes = lay_out(signature, &layout.offsets);
   } catch (const ArgumentError&) {
     return std::nullopt;
   }
+  return layout;
 }
 
 void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
@@ -341,8 +345,10 @@ void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
 void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
   std::size_t offset = 0, end = 0;
   if (i >= count_) throw std::logic_error("ArgBuffer::slot: parameter index past reset()'s count");
-  if (!place(used_, size, align, offset, end) || end > storage_.size())
-    throw std::logic_error("ArgBuffer::slot: reset() was given too small a total");
+  // With a layout worked out before (reset(signature, layout)), its offset: the same rule, not recomputed.
+  const bool placed = offsets_ ? (offset = (*offsets_)[i]) >= used_ && checked::add(offset, size, end)
+                               : place(used_, size, align, offset, end);
+  if (!placed || end > storage_.size()) throw std::logic_error("ArgBuffer::slot: reset() was given too small a total");
   void* at = storage_.data() + offset;
   used_ = end;
   pointers_[i] = at;
@@ -588,7 +594,7 @@ std::vector<std::size_t> param_offsets(const Signature& signature) {
 }
 
 int pack_values(std::string_view kernel, const Signature* signature, const std::vector<ParamPlan>& plan,
-                std::optional<std::size_t> space_bytes, const std::vector<std::size_t>* sizes, const ArgValue* values,
+                const ParamLayout* layout, const std::vector<std::size_t>* sizes, const ArgValue* values,
                 std::size_t stride, std::size_t n, ArgBuffer& out) {
   auto value = [&](std::size_t i) -> const ArgValue& {
     return *reinterpret_cast<const ArgValue*>(reinterpret_cast<const char*>(values) + i * stride);
@@ -603,7 +609,7 @@ int pack_values(std::string_view kernel, const Signature* signature, const std::
     return where.device;
   }
   if (signature->params.size() != n) throw ArgumentError(ArgumentError::Kind::type, arity_message(kernel, *signature, n));
-  out.reset(*signature, space_bytes);
+  out.reset(*signature, layout);
   for (std::size_t i = 0; i < n; ++i) pack_argument(kernel, *signature, plan, i, value(i), out, where);
   return where.device;
 }
@@ -611,7 +617,7 @@ int pack_values(std::string_view kernel, const Signature* signature, const std::
 void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out,
                              bool check_args) {
   const Signature* sig = function.info() && function.info()->signature ? &*function.info()->signature : nullptr;
-  const int used = pack_values(function.name(), sig, function.plan(check_args), function.param_space_bytes(),
+  const int used = pack_values(function.name(), sig, function.plan(check_args), function.param_layout(),
                                sig ? nullptr : &function.param_sizes(), &slots[0].value, sizeof(Slot), n, out);
   if (used >= 0 && used != device)
     throw ArgumentError(ArgumentError::Kind::value,

@@ -15,7 +15,7 @@ KernelPlan::KernelPlan(std::shared_ptr<const ModuleSet> modules, std::string nam
   if (const Signature* sig = signature()) {
     plan_ = plan_signature(*sig);
     plan_unchecked_ = unchecked_plan(plan_);
-    space_bytes_ = param_space_bytes(*sig);
+    layout_ = param_layout(*sig);
   }
 }
 
@@ -26,7 +26,7 @@ int KernelPlan::pack(const ArgValue* values, std::size_t stride, std::size_t n, 
   const Signature* sig = signature();
   const std::vector<std::size_t>* sizes = nullptr;
   if (!sig) sizes = &resolved(device ? *device : Device::get(current_device())).function->param_sizes();
-  return pack_values(name_, sig, plan(check_args), space_bytes_, sizes, values, stride, n, out);
+  return pack_values(name_, sig, plan(check_args), layout_ ? &*layout_ : nullptr, sizes, values, stride, n, out);
 }
 
 const ResolvedKernel* KernelPlan::resolved_on(int ordinal) const noexcept {

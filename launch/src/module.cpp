@@ -125,7 +125,7 @@ Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::s
   const Signature& sig = *info_->signature;
   plan_ = plan_signature(sig);
   plan_unchecked_ = unchecked_plan(plan_);
-  space_bytes_ = jitbridge::param_space_bytes(sig);
+  layout_ = jitbridge::param_layout(sig);
   if (!driver().cuKernelGetParamInfo) return;
   const std::vector<std::size_t> offsets = jitbridge::param_offsets(sig);
   const std::vector<std::size_t>& sizes = param_sizes();

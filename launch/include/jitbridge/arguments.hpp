@@ -60,8 +60,9 @@ class ArgBuffer {
   // param_offsets() offset, used() its end (param_space() is true). Throws ArgumentError(value)
   // when the layout ends past kMaxParamBytes (as param_offsets).
   void reset(const Signature& signature);
-  // The same with the layout's end worked out before (param_space_bytes); nullopt: as reset(signature).
-  void reset(const Signature& signature, std::optional<std::size_t> space_bytes);
+  // The same with the layout worked out before (param_layout): slot() then takes each parameter's offset from it.
+  // nullptr: as reset(signature). `layout` must stay valid until the next reset.
+  void reset(const Signature& signature, const struct ParamLayout* layout);
   // Prepares room for parameters of these sizes with no signature (pack_unchecked): the bytes
   // are reached through pointers() only (param_space() is false). Throws as reset(Signature).
   void reset(const std::vector<std::size_t>& sizes);
@@ -76,6 +77,7 @@ class ArgBuffer {
 
  private:
   void prepare(std::size_t count, std::size_t total, bool param_space);
+  const std::vector<std::size_t>* offsets_ = nullptr;  // the layout's offsets, when reset with one
   std::vector<unsigned char> storage_ = std::vector<unsigned char>(512);
   std::vector<void*> pointers_ = std::vector<void*>(32);
   std::size_t count_ = 0, used_ = 0;
@@ -178,16 +180,21 @@ void pack_argument(std::string_view kernel_name, const Signature& signature, std
 // alignments included) throws ArgumentError(value) naming the signature and the parameter.
 std::vector<std::size_t> param_offsets(const Signature& signature);
 
-// Where `signature`'s parameters end in the parameter space (param_offsets's rule), worked out once per kernel;
+// Where `signature`'s parameters lie in the parameter space (param_offsets's rule), worked out once per kernel: each
+// offset and where the last one ends.
+struct ParamLayout {
+  std::vector<std::size_t> offsets;
+  std::size_t bytes = 0;
+};
 // nullopt when the layout ends past kMaxParamBytes (packing then throws param_offsets's error).
-std::optional<std::size_t> param_space_bytes(const Signature& signature);
+std::optional<ParamLayout> param_layout(const Signature& signature);
 
 // The one packing loop of every launch (the typed launch(), the C interface, the Python call): values[0..n), each
-// `stride` bytes after the one before, against `signature`'s `plan`, in a space of `space_bytes`
-// (param_space_bytes); for a kernel without a signature (nullptr), as the driver's `sizes` (pack_unchecked).
+// `stride` bytes after the one before, against `signature`'s `plan`, laid out as `layout` (param_layout; nullptr: worked
+// out now); for a kernel without a signature (nullptr), as the driver's `sizes` (pack_unchecked).
 // Returns the arrays' device (-1: none). Throws ArgumentError: a wrong count (type), or what pack_argument throws.
 int pack_values(std::string_view kernel_name, const Signature* signature, const std::vector<ParamPlan>& plan,
-                std::optional<std::size_t> space_bytes, const std::vector<std::size_t>* sizes, const ArgValue* values,
+                const ParamLayout* layout, const std::vector<std::size_t>* sizes, const ArgValue* values,
                 std::size_t stride, std::size_t n, ArgBuffer& out);
 
 // The message for a wrong argument count: "saxpy(float, float const*, float*, int) takes 4

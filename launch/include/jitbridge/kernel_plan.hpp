@@ -66,7 +66,7 @@ class KernelPlan {
   std::string name_, lookup_name_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
-  std::optional<std::size_t> space_bytes_;  // param_space_bytes of the signature
+  std::optional<ParamLayout> layout_;  // param_layout of the signature
   mutable std::array<std::atomic<ResolvedKernel*>, kMaxDevices> resolved_{};  // set once per device
   mutable std::vector<std::unique_ptr<ResolvedKernel>> entries_;  // owns every entry ever made; guarded by mutex_
   mutable std::mutex mutex_;  // serialises resolving

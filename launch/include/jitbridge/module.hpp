@@ -62,8 +62,8 @@ class Function {
   const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
   // Packing plan of the signature; check_args false: its unchecked_plan (as check_args=False).
   const std::vector<ParamPlan>& plan(bool check_args = true) const { return check_args ? plan_ : plan_unchecked_; }
-  // Where the signature's parameters end (param_space_bytes, worked out once); nullopt without a signature.
-  std::optional<std::size_t> param_space_bytes() const { return space_bytes_; }
+  // The signature's parameter layout (param_layout, worked out once); nullptr without a signature or past the limit.
+  const ParamLayout* param_layout() const { return layout_ ? &*layout_ : nullptr; }
   const Module& module() const { return *module_; }
   // cuKernelGetAttribute on `device`.
   int attribute(CUfunction_attribute attribute, const Device& device) const;
@@ -91,7 +91,7 @@ class Function {
   const char* interned_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
-  std::optional<std::size_t> space_bytes_;
+  std::optional<ParamLayout> layout_;
   void query_params() const;
   mutable std::vector<std::size_t> param_sizes_, param_offsets_;
   mutable bool params_known_ = false;
