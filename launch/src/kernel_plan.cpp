@@ -16,6 +16,10 @@ KernelPlan::KernelPlan(std::shared_ptr<const ModuleSet> modules, std::string nam
     plan_ = plan_signature(*sig);
     plan_unchecked_ = unchecked_plan(plan_);
     layout_ = param_layout(*sig);
+    if (layout_) {
+      fast_ = fast_params(*sig, plan_, *layout_);
+      fast_unchecked_ = fast_params(*sig, plan_unchecked_, *layout_);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "jitbridge/arguments.hpp"
 #include "jitbridge/module_set.hpp"
+#include "jitbridge/param_acceptors.hpp"
 
 namespace jitbridge {
 
@@ -42,6 +43,10 @@ class KernelPlan {
   const std::shared_ptr<const ModuleSet>& modules() const { return modules_; }
   // The signature's packing plan; check_args false: its unchecked_plan. Empty without a signature.
   const std::vector<ParamPlan>& plan(bool check_args = true) const { return check_args ? plan_ : plan_unchecked_; }
+  // The signature's parameter layout (param_layout); nullptr without a signature or past kMaxParamBytes.
+  const ParamLayout* layout() const { return layout_ ? &*layout_ : nullptr; }
+  // The parameters as the launch fast path takes them (fast_params of plan(check_args)); empty without a signature.
+  const std::vector<FastParam>& fast(bool check_args = true) const { return check_args ? fast_ : fast_unchecked_; }
 
   // Packs values[0..n) (`stride` bytes apart) with this plan (pack_values): against the signature, or, for a kernel
   // without one, as the driver's parameter sizes, read from the Function on `device` (nullptr: the current device;
@@ -66,6 +71,7 @@ class KernelPlan {
   std::string name_, lookup_name_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
+  std::vector<FastParam> fast_, fast_unchecked_;
   std::optional<ParamLayout> layout_;  // param_layout of the signature
   mutable std::array<std::atomic<ResolvedKernel*>, kMaxDevices> resolved_{};  // set once per device
   mutable std::vector<std::unique_ptr<ResolvedKernel>> entries_;  // owns every entry ever made; guarded by mutex_
