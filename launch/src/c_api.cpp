@@ -310,7 +310,7 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     thread_local ArgBuffer buffer;
     launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0);
-    validate_launch(f, c, device);
+    validate_launch_memo(f, c, device);
     jitbridge::launch(f, c, device, buffer);
   });
 }

@@ -58,6 +58,8 @@ class Function {
   Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info);
   const std::string& name() const { return name_; }
   const char* interned_name() const { return interned_; }  // lives for the whole process
+  // Unique per Function made in this process (never reused, unlike an address): what memos key a Function by.
+  std::uint64_t serial() const { return serial_; }
   CUkernel handle() const { return kernel_; }
   const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
   // Packing plan of the signature; check_args false: its unchecked_plan (as check_args=False).
@@ -89,6 +91,7 @@ class Function {
   CUkernel kernel_;
   std::string name_;
   const char* interned_;
+  std::uint64_t serial_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
   std::optional<ParamLayout> layout_;

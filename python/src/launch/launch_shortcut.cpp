@@ -20,13 +20,6 @@ bool decline() {
   return false;
 }
 
-bool same_shape(const LaunchConfig& a, const LaunchConfig& b) {
-  auto same = [](const Dim3& x, const Dim3& y) { return x.x == y.x && x.y == y.y && x.z == y.z; };
-  return same(a.grid, b.grid) && same(a.block, b.block) && same(a.cluster, b.cluster) &&
-         a.shared_mem == b.shared_mem && a.cooperative == b.cooperative &&
-         a.programmatic_dependent == b.programmatic_dependent;
-}
-
 const LaunchShortcut* find(const KernelObject& k, PyObject* const* args, std::size_t n, bool check_args) {
   for (const std::unique_ptr<LaunchShortcut>& s : k.shortcuts) {
     if (s->args.size() != n || s->check_args != check_args) continue;
