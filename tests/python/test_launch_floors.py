@@ -8,38 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from fake_driver import run_json_child
+from fake_driver import LAUNCH_PRELUDE, run_json_child
 from jitbridge import _core
 
-CHILD = r'''
-import ctypes, json, random
+CHILD = LAUNCH_PRELUDE + r'''
+import json, random
 import jitbridge
 import jitbridge_testing as hooks
 
-FAKE = ctypes.CDLL("libcuda.so.1")
-
-
-class Launch(ctypes.Structure):   # tests/fuzz/fake_cuda/fake_cuda.h, FakeCudaLaunch
-    _fields_ = [("count", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
-                ("cluster", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint), ("cooperative", ctypes.c_int),
-                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("param_bytes", ctypes.c_size_t),
-                ("params", ctypes.c_ubyte * 4096)]
-
-
-def last():
-    out = Launch()
-    FAKE.fake_cuda_last_launch(ctypes.byref(out))
-    return dict(count=out.count, grid=out.grid[0], block=out.block[0], buffer_form=out.buffer_form,
-                params=bytes(out.params[:out.param_bytes]).hex())
-
-
-class Fake:
-    def __init__(self, ptr, shape, dtype="float32", device=(2, 0), owner=None, strides=None):
-        self._ptr, self._shape, self._dtype, self._device = ptr, tuple(shape), dtype, tuple(device)
-        self._strides, self.owner = strides, owner
-
-
-Fake.__dlpack_c_exchange_api__ = hooks.exchange_api(factory=Fake)
+last, Fake = last_launch, ExchangeArray
 k = jitbridge.RawKernel(r"""
 extern "C" __global__ void axpy(float a, const float* x, float* y, int n) {}""", "axpy", arch="sm_90")
 a = random.uniform(0.5, 2.0)
