@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "jitbridge/pack_values.hpp"
 #include "jitbridge/streams.hpp"
 
 namespace jitbridge {

@@ -189,14 +189,6 @@ struct ParamLayout {
 // nullopt when the layout ends past kMaxParamBytes (packing then throws param_offsets's error).
 std::optional<ParamLayout> param_layout(const Signature& signature);
 
-// The one packing loop of every launch (the typed launch(), the C interface, the Python call): values[0..n), each
-// `stride` bytes after the one before, against `signature`'s `plan`, laid out as `layout` (param_layout; nullptr: worked
-// out now); for a kernel without a signature (nullptr), as the driver's `sizes` (pack_unchecked).
-// Returns the arrays' device (-1: none). Throws ArgumentError: a wrong count (type), or what pack_argument throws.
-int pack_values(std::string_view kernel_name, const Signature* signature, const std::vector<ParamPlan>& plan,
-                const ParamLayout* layout, const std::vector<std::size_t>* sizes, const ArgValue* values,
-                std::size_t stride, std::size_t n, ArgBuffer& out);
-
 // The message for a wrong argument count: "saxpy(float, float const*, float*, int) takes 4
 // arguments, 3 given".
 std::string arity_message(std::string_view kernel_name, const Signature& signature, std::size_t given);

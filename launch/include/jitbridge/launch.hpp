@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "jitbridge/launcher.hpp"
+#include "jitbridge/pack_values.hpp"
 
 namespace jitbridge {
 namespace launch_detail {
