@@ -83,7 +83,7 @@ void fill_layout(ArrayView& v, const std::int64_t* shape, std::size_t ndim, cons
   v.shape.assign(shape, ndim);
   check_shape(v.shape, v.dtype, arg);
   if (!strides) {
-    v.strides = contiguous_strides(v.shape);
+    contiguous_strides(v.shape, v.strides);  // in place: no temporary Dims per view
   } else if (!strides_bytes) {
     v.strides.assign(strides, ndim);
   } else {
@@ -154,15 +154,19 @@ bool ArrayView::is_c_contiguous() const noexcept {
   return true;
 }
 
-Dims contiguous_strides(const Dims& shape) {
-  Dims s;
-  s.resize(shape.size());
+void contiguous_strides(const Dims& shape, Dims& out) {
+  out.resize(shape.size());
   std::int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
+    out[i] = step;
     if (i > 0 && shape[i] > 1 && !checked::mul(step, shape[i], step))
       fail(InteropError::Kind::overflow, "", "the C-contiguous strides of the shape overflow int64");
   }
+}
+
+Dims contiguous_strides(const Dims& shape) {
+  Dims s;
+  contiguous_strides(shape, s);
   return s;
 }
 

@@ -1,8 +1,6 @@
 // arguments.cpp — checks each launch argument against its parameter and writes it where the driver reads it.
 #include "jitbridge/arguments.hpp"
 
-#include "jitbridge/launch.hpp"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <fmt/format.h>
@@ -312,10 +310,27 @@ void ArgBuffer::prepare(std::size_t count, std::size_t total, bool param_space) 
   count_ = count;
   used_ = 0;
   param_space_ = param_space;
+  offsets_ = nullptr;
 }
 
 void ArgBuffer::reset(const Signature& signature) {
   prepare(signature.params.size(), lay_out(signature, nullptr), true);
+}
+
+void ArgBuffer::reset(const Signature& signature, const ParamLayout* layout) {
+  if (!layout) return reset(signature);
+  prepare(signature.params.size(), layout->bytes, true);
+  offsets_ = &layout->offsets;
+}
+
+std::optional<ParamLayout> param_layout(const Signature& signature) {
+  ParamLayout layout;
+  try {
+    layout.bytes = lay_out(signature, &layout.offsets);
+  } catch (const ArgumentError&) {
+    return std::nullopt;
+  }
+  return layout;
 }
 
 void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
@@ -328,8 +343,10 @@ void ArgBuffer::reset(const std::vector<std::size_t>& sizes) {
 void* ArgBuffer::slot(std::size_t i, std::size_t size, std::size_t align) {
   std::size_t offset = 0, end = 0;
   if (i >= count_) throw std::logic_error("ArgBuffer::slot: parameter index past reset()'s count");
-  if (!place(used_, size, align, offset, end) || end > storage_.size())
-    throw std::logic_error("ArgBuffer::slot: reset() was given too small a total");
+  // With a layout worked out before (reset(signature, layout)), its offset: the same rule, not recomputed.
+  const bool placed = offsets_ ? (offset = (*offsets_)[i]) >= used_ && checked::add(offset, size, end)
+                               : place(used_, size, align, offset, end);
+  if (!placed || end > storage_.size()) throw std::logic_error("ArgBuffer::slot: reset() was given too small a total");
   void* at = storage_.data() + offset;
   used_ = end;
   pointers_[i] = at;
@@ -572,30 +589,6 @@ std::vector<std::size_t> param_offsets(const Signature& signature) {
   offsets.reserve(signature.params.size());
   lay_out(signature, &offsets);
   return offsets;
-}
-
-void launch_detail::pack_all(const Function& function, const Slot* slots, std::size_t n, int device, ArgBuffer& out,
-                             bool check_args) {
-  PackResult where;
-  if (!function.info() || !function.info()->signature) {
-    const std::vector<std::size_t>& sizes = function.param_sizes();
-    if (sizes.size() != n)
-      throw ArgumentError(ArgumentError::Kind::type,
-                          fmt::format("{} takes {} arguments, {} given", function.name(), sizes.size(), n));
-    out.reset(sizes);
-    for (std::size_t i = 0; i < n; ++i) pack_unchecked(i, sizes[i], slots[i].value, out, where);
-  } else {
-    const Signature& sig = *function.info()->signature;
-    if (sig.params.size() != n)
-      throw ArgumentError(ArgumentError::Kind::type, arity_message(function.name(), sig, n));
-    out.reset(sig);
-    const std::vector<ParamPlan>& plan = function.plan(check_args);
-    for (std::size_t i = 0; i < n; ++i) pack_argument(function.name(), sig, plan, i, slots[i].value, out, where);
-  }
-  if (where.device >= 0 && where.device != device)
-    throw ArgumentError(ArgumentError::Kind::value,
-                        fmt::format("{}: the arrays are on cuda:{} but the launch is on cuda:{}", function.name(),
-                                    where.device, device));
 }
 
 }  // namespace jitbridge

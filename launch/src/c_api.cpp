@@ -4,45 +4,35 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <atomic>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "jitbridge/cuda_search.hpp"
+#include "jitbridge/kernel_plan.hpp"
 #include "jitbridge/launch.hpp"
 
 #ifndef JITBRIDGE_VERSION
 #define JITBRIDGE_VERSION "unknown"
 #endif
 
-struct jitbridge_function {
-  std::shared_ptr<jitbridge::Function> function;
-  const jitbridge::Device* device = nullptr;
-};
-
-// Devices a kernel handle resolves on: ordinals 0 to kMaxDevices - 1 (as Function's per-device tables).
-constexpr int kMaxDevices = 64;
-
+// A kernel handle: a reference count over the kernel's launch plan (shared with a RawKernel for kernel_from_python).
+// A jitbridge_function is the plan's ResolvedKernel for one device (as_function/resolved_of convert).
 struct jitbridge_kernel {
   std::atomic<long> refs{1};
-  std::shared_ptr<const jitbridge::ModuleSet> modules;
-  std::string name;         // shown in messages
-  std::string lookup_name;  // Module::function's argument
-  const jitbridge::Kernel* info = nullptr;
-  std::vector<jitbridge::ParamPlan> plan;  // of info's signature: what kernel_param reports
-  std::array<std::atomic<jitbridge_function*>, kMaxDevices> functions{};  // set once per device, freed with the kernel
-  std::mutex mutex;  // serialises the first resolve per device
-  ~jitbridge_kernel() {
-    for (auto& f : functions) delete f.load(std::memory_order_relaxed);
-  }
+  std::shared_ptr<const jitbridge::KernelPlan> plan;
 };
 
 namespace jitbridge::c_api {
 namespace {
+
+// jitbridge_function is never defined: its pointers are the plan's ResolvedKernel entries.
+jitbridge_function* as_function(const ResolvedKernel& r) {
+  return reinterpret_cast<jitbridge_function*>(const_cast<ResolvedKernel*>(&r));
+}
+const ResolvedKernel& resolved_of(const jitbridge_function* f) { return *reinterpret_cast<const ResolvedKernel*>(f); }
 
 struct LastError {
   int code = JITBRIDGE_OK;
@@ -159,7 +149,8 @@ int kernel_from_source(const jitbridge_source* source, const char* name, jitbrid
     std::shared_ptr<const Program> program = compile(source->source, options);
     const Kernel* info = program->find_kernel(name);
     if (!info) throw std::out_of_range(program->missing_kernel_message(name));
-    *out = make_kernel(std::make_shared<const ModuleSet>(program), info->name, info->lowered_name, info);
+    *out = make_kernel(std::make_shared<const KernelPlan>(std::make_shared<const ModuleSet>(program), info->name,
+                                                           info->lowered_name, info));
   });
 }
 
@@ -179,10 +170,10 @@ void kernel_release(jitbridge_kernel* kernel) {
 
 int kernel_info(const jitbridge_kernel* kernel, const char** name, std::int64_t* count) {
   if (!kernel) return null_argument("kernel_info", "kernel");
-  if (name) *name = kernel->name.c_str();
+  if (name) *name = kernel->plan->name().c_str();
   if (count) {
-    const bool signed_kernel = kernel->info && kernel->info->signature;
-    *count = signed_kernel ? static_cast<std::int64_t>(kernel->info->signature->params.size()) : -1;
+    const Signature* sig = kernel->plan->signature();
+    *count = sig ? static_cast<std::int64_t>(sig->params.size()) : -1;
   }
   return JITBRIDGE_OK;
 }
@@ -194,15 +185,15 @@ int kernel_param(const jitbridge_kernel* kernel, std::size_t index, jitbridge_pa
     return set_error(JITBRIDGE_ERROR_VERSION, "kernel_param: out->struct_size is smaller than version 1.0's "
                                               "jitbridge_param (set it to sizeof(jitbridge_param))");
   return guarded([&] {
-    if (!kernel->info || !kernel->info->signature)
+    if (!kernel->plan->signature())
       throw std::invalid_argument(fmt::format("kernel_param: {} has no signature (a kernel from a binary image)",
-                                              kernel->name));
-    const Signature& sig = *kernel->info->signature;
+                                              kernel->plan->name()));
+    const Signature& sig = *kernel->plan->signature();
     if (index >= sig.params.size())
       throw std::invalid_argument(fmt::format("kernel_param: index {} is out of range; {}{} has {} parameters", index,
-                                              kernel->name, sig.to_string(), sig.params.size()));
+                                              kernel->plan->name(), sig.to_string(), sig.params.size()));
     const Param& p = sig.params[index];
-    const ParamPlan& plan = kernel->plan[index];
+    const ParamPlan& plan = kernel->plan->plan()[index];
     jitbridge_param param{};
     param.struct_size = out->struct_size;
     switch (plan.kind) {
@@ -232,34 +223,15 @@ int kernel_resolve(jitbridge_kernel* kernel, int device, jitbridge_function** ou
   if (!out) return null_argument("kernel_resolve", "out");
   *out = nullptr;
   if (!kernel) return null_argument("kernel_resolve", "kernel");
-  if (device >= 0 && device < kMaxDevices) {
-    if (jitbridge_function* f = kernel->functions[static_cast<std::size_t>(device)].load(std::memory_order_acquire)) {
-      *out = f;
-      return JITBRIDGE_OK;
-    }
+  if (const ResolvedKernel* r = kernel->plan->resolved_on(device)) {
+    *out = as_function(*r);
+    return JITBRIDGE_OK;
   }
   return guarded([&] {
-    if (device < 0 || device >= kMaxDevices)
+    if (device < 0 || device >= KernelPlan::kMaxDevices)
       throw std::invalid_argument(fmt::format("kernel_resolve: device {} is out of range (0 to {})", device,
-                                              kMaxDevices - 1));
-    const Device& dev = Device::get(device);
-    std::lock_guard<std::mutex> lock(kernel->mutex);
-    std::atomic<jitbridge_function*>& slot = kernel->functions[static_cast<std::size_t>(device)];
-    if (jitbridge_function* f = slot.load(std::memory_order_acquire)) {
-      *out = f;
-      return;
-    }
-    std::shared_ptr<Function> function;
-    try {
-      function = kernel->modules->module_for(dev).function(kernel->lookup_name);
-    } catch (const std::invalid_argument& e) {  // an explicit arch that cannot run on this device
-      throw std::invalid_argument(fmt::format("{}: {}", kernel->name, e.what()));
-    }
-    auto resolved = std::make_unique<jitbridge_function>();
-    resolved->function = std::move(function);
-    resolved->device = &dev;
-    slot.store(resolved.get(), std::memory_order_release);
-    *out = resolved.release();
+                                              KernelPlan::kMaxDevices - 1));
+    *out = as_function(kernel->plan->resolved(Device::get(device)));
   });
 }
 
@@ -322,8 +294,8 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     return set_error(JITBRIDGE_ERROR_VERSION, "launch: config->struct_size is smaller than version 1.0's "
                                               "jitbridge_launch_config (set it to sizeof(jitbridge_launch_config))");
   return guarded([&] {
-    const Function& f = *function->function;
-    const Device& device = *function->device;
+    const Function& f = *resolved_of(function).function;
+    const Device& device = *resolved_of(function).device;
     LaunchConfig c;
     c.grid = {config->grid[0], config->grid[1], config->grid[2]};
     c.block = {config->block[0], config->block[1], config->block[2]};
@@ -338,7 +310,7 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     thread_local ArgBuffer buffer;
     launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0);
-    validate_launch(f, c, device);
+    validate_launch_memo(f, c, device);
     jitbridge::launch(f, c, device, buffer);
   });
 }
@@ -400,15 +372,10 @@ int set_error(int code, const char* message, int cuda_result) noexcept {
 
 const JitbridgeCApi& core_table() { return kTable; }
 
-jitbridge_kernel* make_kernel(std::shared_ptr<const ModuleSet> modules, std::string name, std::string lookup_name,
-                              const Kernel* info) {
-  auto kernel = std::make_unique<jitbridge_kernel>();
-  kernel->modules = std::move(modules);
-  kernel->name = std::move(name);
-  kernel->lookup_name = std::move(lookup_name);
-  kernel->info = info;
-  if (info && info->signature) kernel->plan = plan_signature(*info->signature);
-  return kernel.release();
+jitbridge_kernel* make_kernel(std::shared_ptr<const KernelPlan> plan) {
+  auto* kernel = new jitbridge_kernel();
+  kernel->plan = std::move(plan);
+  return kernel;
 }
 
 }  // namespace jitbridge::c_api

@@ -31,6 +31,26 @@ bool is_fault(CUresult rc) {
 
 }  // namespace
 
+bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept {
+  auto same = [](const Dim3& x, const Dim3& y) { return x.x == y.x && x.y == y.y && x.z == y.z; };
+  return same(a.grid, b.grid) && same(a.block, b.block) && same(a.cluster, b.cluster) &&
+         a.shared_mem == b.shared_mem && a.cooperative == b.cooperative &&
+         a.programmatic_dependent == b.programmatic_dependent;
+}
+
+void validate_launch_memo(const Function& function, const LaunchConfig& config, const Device& device) {
+  struct Memo {
+    std::uint64_t function = 0;  // Function::serial(); 0: none yet
+    const Device* device = nullptr;
+    LaunchConfig config;
+  };
+  thread_local Memo memo;
+  if (memo.function == function.serial() && memo.device == &device && same_shape(memo.config, config)) return;
+  validate_launch(function, config, device);
+  memo = {function.serial(), &device, config};
+  memo.config.stream = CU_STREAM_LEGACY;  // the shape only: no stream handle is kept
+}
+
 const char* last_launched_kernel(int ordinal) {
   const char* name = g_last_kernel[static_cast<std::size_t>(ordinal) % g_last_kernel.size()].load(std::memory_order_relaxed);
   return name ? name : "";

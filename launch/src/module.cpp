@@ -119,12 +119,21 @@ std::pair<CUdeviceptr, std::size_t> Module::global(std::string_view name, const 
   return {ptr, size};
 }
 
+namespace {
+std::uint64_t next_serial() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info)
-    : module_(std::move(module)), kernel_(kernel), name_(std::move(name)), interned_(intern(name_)), info_(info) {
+    : module_(std::move(module)), kernel_(kernel), name_(std::move(name)), interned_(intern(name_)),
+      serial_(next_serial()), info_(info) {
   if (!info_ || !info_->signature) return;
   const Signature& sig = *info_->signature;
   plan_ = plan_signature(sig);
   plan_unchecked_ = unchecked_plan(plan_);
+  layout_ = jitbridge::param_layout(sig);
   if (!driver().cuKernelGetParamInfo) return;
   const std::vector<std::size_t> offsets = jitbridge::param_offsets(sig);
   const std::vector<std::size_t>& sizes = param_sizes();

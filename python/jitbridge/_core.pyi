@@ -662,10 +662,6 @@ def _inherit_vectorcall(cls: typing.Any, base: typing.Any) -> None:
     """
     Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).
     """
-def _launch_profile(reset: bool = False) -> typing.Any:
-    """
-    Mean ns per launch of each phase of the Python launch path, measured in place; None unless built with -DJITBRIDGE_LAUNCH_PROFILE=ON.
-    """
 def _set_wheel_roots(roots: list) -> None:
     """
     The <site-packages>/nvidia/cu13 directories of this environment, in sys.path order, for the CUDA search (called by jitbridge/__init__.py before anything is loaded). RuntimeError once a search ran with others.

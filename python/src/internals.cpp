@@ -1,9 +1,7 @@
 // internals.cpp — the `_core._internals` capsule (internals.hpp): the few reads of _core's own state that the
 // test-only extension jitbridge_testing needs (the adapter a type got, the CuPy stream reader, a Tensor's buffer
-// owners, a timed loop over view_array, a kernel's shortcut launches, the launch benchmarks' floors), as plain C calls.
+// owners, a kernel's shortcut launches and its driver function for the launch benchmarks' floors), as plain C calls.
 #include <fmt/format.h>
-
-#include <chrono>
 
 #include "bindings.hpp"
 #include "internals.hpp"
@@ -46,26 +44,6 @@ long tensor_buffer_refs(PyObject* tensor) {
   return t->tensor.buffer().use_count();
 }
 
-int bench_view(PyObject* obj, long n, PyObject* stream, double* ns_per_view) {
-  try {
-    PyObject* o = obj;
-    const CUstream s = consumer_stream(stream ? py::handle(stream) : py::handle(Py_None), &o, 1, "stream");
-    ArrayView view;
-    if (!view_array(o, s, view, "obj")) throw py::type_error("bench_view: obj is not an array");
-    const auto t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < n; ++i) {
-      forget_first_tensor();  // a launch's first array reuses consumer_stream()'s look; the others do not
-      view_array(o, s, view, "obj");
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    *ns_per_view = std::chrono::duration<double, std::nano>(t1 - t0).count() / static_cast<double>(n > 0 ? n : 1);
-    return 0;
-  } catch (...) {
-    translate_current_exception();
-  }
-  return -1;
-}
-
 PyObject* kernel_use_target(PyObject* kernel, const char* target) {
   try {
     py::handle h(kernel);
@@ -74,9 +52,7 @@ PyObject* kernel_use_target(PyObject* kernel, const char* target) {
     const Device& device = Device::get(current_device());
     if (target) {
       const Module& m = k.module->modules->module_for_target(target);
-      const std::size_t ordinal = static_cast<std::size_t>(device.ordinal());
-      if (k.functions.size() <= ordinal) k.functions.resize(ordinal + 1);
-      k.functions[ordinal] = m.function(k.info ? k.info->lowered_name : k.name);
+      k.launch->rebind(device, m.function(k.launch->lookup_name()));
       k.checked_device = nullptr;  // the next launch binds the forced function
       k.function = nullptr;
     }
@@ -102,62 +78,28 @@ long long kernel_shortcut_launches(PyObject* kernel) {
   return static_cast<long long>(n);
 }
 
-// The kernel and launch configuration of a benchmark floor call; throws TypeError when `kernel` is no RawKernel.
-const KernelObject& bench_kernel(PyObject* kernel, const char* what) {
-  py::handle h(kernel);
-  if (!h || !py::isinstance<KernelObject>(h)) throw py::type_error(fmt::format("{}: expected a RawKernel", what));
-  return h.cast<const KernelObject&>();
-}
-
-LaunchConfig bench_config(PyObject* grid, PyObject* block) {
-  LaunchConfig c;
-  c.grid = parse_dim3(py::handle(grid), "grid");
-  c.block = parse_dim3(py::handle(block), "block");
-  return c;
-}
-
-py::tuple bench_args(PyObject* args, const char* what) {
-  if (!args || !PyTuple_Check(args)) throw py::type_error(fmt::format("{}: args must be a tuple", what));
-  return py::reinterpret_borrow<py::tuple>(args);
-}
-
-PyObject* bench_raw_launch_batch(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args, int batch,
-                                 int buffer_form) {
+int kernel_function(PyObject* kernel, int device, CUfunction* function, CUkernel* handle) {
   try {
-    const KernelObject& k = bench_kernel(kernel, "raw_launch_batch");
-    const double us = raw_launch_batch(k, bench_config(grid, block), bench_args(args, "raw_launch_batch"), batch,
-                                       buffer_form != 0);
-    return PyFloat_FromDouble(us);
+    py::handle h(kernel);
+    if (!h || !py::isinstance<KernelObject>(h)) throw py::type_error("kernel_function: expected a RawKernel");
+    const KernelObject& k = h.cast<const KernelObject&>();
+    const Device& d = Device::get(device);
+    const Function& f = k.resolved(d);
+    d.make_current();
+    *function = f.function_for(d);
+    *handle = f.handle();
+    return 0;
   } catch (...) {
-    return translate_current_exception();
+    translate_current_exception();
   }
-}
-
-PyObject* bench_prepared_launch(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args) {
-  try {
-    const KernelObject& k = bench_kernel(kernel, "prepared");
-    return py::cast(prepare_floor(k, bench_config(grid, block), bench_args(args, "prepared"))).release().ptr();
-  } catch (...) {
-    return translate_current_exception();
-  }
-}
-
-PyObject* bench_launch_phases(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args, int n) {
-  try {
-    const KernelObject& k = bench_kernel(kernel, "launch_phases");
-    return launch_phases(k, bench_config(grid, block), bench_args(args, "launch_phases"), n).release().ptr();
-  } catch (...) {
-    return translate_current_exception();
-  }
+  return -1;
 }
 
 const JitbridgeInternals kInternals = {
     kInternalsVersion, static_cast<std::uint32_t>(sizeof(JitbridgeInternals)),
     adapter_protocol,  stream_reader,
-    tensor_buffer_refs, bench_view,
-    kernel_use_target, kernel_shortcut_launches,
-    bench_raw_launch_batch, bench_prepared_launch,
-    bench_launch_phases,
+    tensor_buffer_refs, kernel_use_target,
+    kernel_shortcut_launches, kernel_function,
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <Python.h>
+#include <cuda.h>
 
 #include <cstdint>
 
@@ -11,7 +12,7 @@ namespace jitbridge::python {
 // Bumped whenever a member of JitbridgeInternals is added, removed or changes meaning. jitbridge_testing refuses a
 // table whose version or size differs from the one it was built with (a build tree's jitbridge_testing beside a
 // wheel built from another commit).
-constexpr std::uint32_t kInternalsVersion = 4;
+constexpr std::uint32_t kInternalsVersion = 5;
 // The capsule's name (PyCapsule_Import takes "jitbridge._core._internals").
 constexpr const char* kInternalsCapsule = "jitbridge._core._internals";
 
@@ -31,10 +32,6 @@ struct JitbridgeInternals {
   // How many owners a jitbridge.Tensor's device buffer has (the tensor, its views, unconsumed capsules...).
   // -1 (TypeError) when `tensor` is not a jitbridge.Tensor.
   long (*tensor_buffer_refs)(PyObject* tensor);
-  // Nanoseconds per view_array() of `obj` over `n` calls in a C++ loop, the consumer stream resolved once from
-  // `stream` (None: the rule of consumer_stream()). Writes *ns_per_view; -1 with the error of the view (or a
-  // TypeError when `obj` is no array), else 0.
-  int (*bench_view)(PyObject* obj, long n, PyObject* stream, double* ns_per_view);
   // Forces a second architecture (one GPU cannot show two): binds `kernel` (a jitbridge._core._Kernel) on the
   // current device to the module its program's ModuleSet builds for `target` ("sm_90a", "compute_90"), as a device
   // of that architecture would get. `target` NULL: binds nothing. Returns a new reference to the tuple (target the
@@ -43,18 +40,11 @@ struct JitbridgeInternals {
   // How many launches of `kernel` (a jitbridge._core._Kernel) took a launch shortcut (launch_shortcut.hpp), over
   // all its shortcuts and devices. -1 (TypeError) when `kernel` is not a kernel.
   long long (*kernel_shortcut_launches)(PyObject* kernel);
-  // The benchmark floors of bench/bench_launch.py (kernel_call.cpp; kept out of _core's Python surface). `kernel` is
-  // a RawKernel, `grid` and `block` an int or a tuple of up to 3 ints, `args` a tuple; the arguments are converted,
-  // checked and packed once. Each returns a new reference, or NULL with the Python error set.
-  // Microseconds (a float) for `batch` raw cuLaunchKernel calls in a C++ loop, parameters as pointers or as one
-  // buffer (`buffer_form` nonzero).
-  PyObject* (*raw_launch_batch)(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args, int batch,
-                                int buffer_form);
-  // A callable doing one raw cuLaunchKernel with the packed parameters (PreparedLaunch, kernels.hpp): called with no
-  // arguments it relaunches them, with arguments of the prepared types it reads each exchange-API array's address.
-  PyObject* (*prepared_launch)(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args);
-  // {phase: microseconds per call}: each phase of the Python launch path alone in a C++ loop of `n` (launch_phases).
-  PyObject* (*launch_phases)(PyObject* kernel, PyObject* grid, PyObject* block, PyObject* args, int n);
+  // For the launch benchmarks' floors (jitbridge_testing, bench/bench_launch.py): resolves `kernel` (a
+  // jitbridge._core._Kernel) on device `device` as a launch there does (loading its module on first use), makes the
+  // device's primary context current and writes the kernel's CUfunction there and its CUkernel. 0, or -1 with the
+  // Python error set (TypeError: no kernel; ValueError, NoDriverError, DriverError as a launch raises them).
+  int (*kernel_function)(PyObject* kernel, int device, CUfunction* function, CUkernel* handle);
 };
 
 }  // namespace jitbridge::python

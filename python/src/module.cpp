@@ -2,7 +2,6 @@
 #include "interop/arrays.hpp"
 #include "interop/host_copy.hpp"
 #include "bindings.hpp"
-#include "launch/launch_profile.hpp"
 
 PYBIND11_MODULE(_core, m) {
   namespace jp = jitbridge::python;
@@ -18,7 +17,6 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_tensors(m);
   jp::bind_host_copy(m);
   jp::bind_kernels(m);
-  jp::launch_profile::bind(m);
   jp::bind_internals(m);
   jp::bind_c_api(m);
   jp::bind_event_timer(m);

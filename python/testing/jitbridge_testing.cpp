@@ -1,6 +1,6 @@
 // jitbridge_testing.cpp — the test-only extension module jitbridge_testing (never installed): synthetic DLPack
 // capsules and exchange-API producers over host memory, a deleter counter, and the reads of jitbridge._core's own
-// state (the adapter a type got, the CuPy stream reader, a Tensor's buffer owners, a timed loop over view_array)
+// state (the adapter a type got, the CuPy stream reader, a Tensor's buffer owners, a kernel's CUfunction)
 // through the versioned `_core._internals` table (python/src/internals.hpp). docs/DESIGN.md, "Python bindings
 // layout", says why it is a module of its own.
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 
 #include "bindings.hpp"
 #include "internals.hpp"
+#include "testing.hpp"
 #include "interop/array_support.hpp"
 #include "interop/interop_objects.hpp"
 
@@ -296,9 +297,8 @@ py::object testing_exchange_api(bool dltensor, std::uint32_t major, std::uintptr
   return py::reinterpret_steal<py::object>(capsule);
 }
 
-// _core's table, checked against the one this module was built with. Throws std::runtime_error on a mismatch: the
-// import then fails with an ImportError saying why (tests/python/testing_hooks.py skips only when the module is
-// missing, a ModuleNotFoundError).
+}  // namespace
+
 const JitbridgeInternals& core_internals() {
   static const JitbridgeInternals* table = nullptr;
   if (table) return *table;
@@ -319,8 +319,6 @@ const JitbridgeInternals& core_internals() {
   table = t;
   return *table;
 }
-
-}  // namespace
 
 }  // namespace jitbridge::python
 
@@ -402,42 +400,5 @@ PYBIND11_MODULE(jitbridge_testing, m) {
         },
         py::arg("kernel"),
         "How many launches of a RawKernel took a launch shortcut (all its shortcuts, every device) so far.");
-  m.def("bench_view",
-        [](py::handle obj, long n, py::handle stream) {
-          double ns = 0;
-          if (core_internals().bench_view(obj.ptr(), n, stream.ptr(), &ns) != 0) throw py::error_already_set();
-          return ns;
-        },
-        py::arg("obj"), py::arg("n") = 100000, py::arg("stream") = py::none(),
-        "Benchmark: nanoseconds per view_array() of obj in jitbridge._core, in a C++ loop (consumer stream "
-        "resolved once).");
-  // The launch benchmarks' floors (bench/bench_launch.py), from _core through _internals.
-  auto steal = [](PyObject* r) {
-    if (!r) throw py::error_already_set();
-    return py::reinterpret_steal<py::object>(r);
-  };
-  m.def("raw_launch_batch",
-        [steal](py::handle kernel, py::handle grid, py::handle block, py::handle args, int batch, bool buffer_form) {
-          return steal(core_internals().raw_launch_batch(kernel.ptr(), grid.ptr(), block.ptr(), args.ptr(), batch,
-                                                         buffer_form ? 1 : 0));
-        },
-        py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("batch"),
-        py::arg("buffer_form") = false,
-        "Benchmark floor: microseconds for `batch` raw cuLaunchKernel calls of a RawKernel with these arguments "
-        "(converted and checked once), in a C++ loop; parameters as pointers, or as one buffer.");
-  m.def("prepared",
-        [steal](py::handle kernel, py::handle grid, py::handle block, py::handle args) {
-          return steal(core_internals().prepared_launch(kernel.ptr(), grid.ptr(), block.ptr(), args.ptr()));
-        },
-        py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"),
-        "Benchmark floor: a callable doing one raw cuLaunchKernel (parameters as one buffer) with these arguments, "
-        "converted, checked and packed once; called with arrays of the prepared types, it reads their addresses "
-        "and the framework's stream through the DLPack exchange API first (no checks per call).");
-  m.def("launch_phases",
-        [steal](py::handle kernel, py::handle grid, py::handle block, py::handle args, int n) {
-          return steal(core_internals().launch_phases(kernel.ptr(), grid.ptr(), block.ptr(), args.ptr(), n));
-        },
-        py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("n"),
-        "Benchmark: microseconds per call of each phase of jitbridge._core's Python launch path alone, in C++ loops "
-        "of n (launches 3n times).");
+  bind_launch_floors(m);
 }

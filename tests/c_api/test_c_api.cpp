@@ -238,6 +238,16 @@ TEST_CASE("c_api: bad arguments are refused with the Python API's messages, nami
   const jitbridge_arg args[4] = {a, x, y, n};
   CHECK(c_api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_LAUNCH_CONFIG);
   CHECK_THAT(message(), Catch::Contains("block"));
+  // A configuration validated once is not validated again (validate_launch_memo), but only one that passed is
+  // remembered: between good launches, a bad one is still refused, every time.
+  for (int round = 0; round < 2; ++round) {
+    CHECK(c_api().launch(f, &c, args, 4, 0) == JITBRIDGE_OK);
+    CHECK(c_api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_LAUNCH_CONFIG);
+    jitbridge_launch_config zero = c;
+    zero.grid[1] = 0;
+    CHECK(c_api().launch(f, &zero, args, 4, 0) == JITBRIDGE_ERROR_LAUNCH_CONFIG);
+    CHECK_THAT(message(), Catch::Contains("grid: y is 0"));
+  }
   big.struct_size = 8;
   CHECK(c_api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_VERSION);
 }

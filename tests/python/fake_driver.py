@@ -7,7 +7,8 @@ The test skips when the fake driver was not built. Two forms:
   driver, destroyed in __del__, exposing __cuda_stream__. Any driver call on a destroyed stream aborts the child.
   Returns the CompletedProcess.
 - `run_json_child(code, devices)` runs `code` as it is on `devices` made-up GPUs; the child prints one JSON line
-  last, which comes back decoded (a non-zero exit fails the test).
+  last, which comes back decoded (a non-zero exit fails the test). `LAUNCH_PRELUDE` + code gives such a child the
+  fake driver's record of the last launch and exchange-API arrays.
 """
 import json
 import os
@@ -27,6 +28,39 @@ import jitbridge as jb
 sys.path.insert(0, {str(MACHINE_DIR)!r})
 from lifetime_machine import FakeStream, fake_driver
 FAKE = fake_driver()
+"""
+
+# For children run with run_json_child: FAKE (the fake driver jitbridge loaded), last_launch() (its record of the last
+# cuLaunchKernel as a dict: count, grid, block, buffer_form, params as hex) and ExchangeArray, arrays of a synthetic
+# framework with the DLPack C exchange API (jitbridge_testing.exchange_api; their memory is never touched).
+LAUNCH_PRELUDE = r"""
+import ctypes
+import jitbridge_testing as _hooks
+
+FAKE = ctypes.CDLL("libcuda.so.1")
+
+
+class _Launch(ctypes.Structure):   # tests/fuzz/fake_cuda/fake_cuda.h, FakeCudaLaunch
+    _fields_ = [("count", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("cluster", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint), ("cooperative", ctypes.c_int),
+                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("param_bytes", ctypes.c_size_t),
+                ("params", ctypes.c_ubyte * 4096)]
+
+
+def last_launch():
+    out = _Launch()
+    FAKE.fake_cuda_last_launch(ctypes.byref(out))
+    return dict(count=out.count, grid=out.grid[0], block=out.block[0], buffer_form=out.buffer_form,
+                params=bytes(out.params[:out.param_bytes]).hex())
+
+
+class ExchangeArray:
+    def __init__(self, ptr, shape, dtype="float32", device=(2, 0), owner=None, strides=None):
+        self._ptr, self._shape, self._dtype, self._device = ptr, tuple(shape), dtype, tuple(device)
+        self._strides, self.owner = strides, owner
+
+
+ExchangeArray.__dlpack_c_exchange_api__ = _hooks.exchange_api(factory=ExchangeArray)
 """
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jitbridge
-from fake_driver import run_json_child
+from fake_driver import LAUNCH_PRELUDE, run_json_child
 from gpu_frameworks import MADE_UP_ADDRESSES
 
 pytestmark = MADE_UP_ADDRESSES
@@ -111,49 +111,29 @@ def test_subclasses_and_other_numpy_floats_keep_their_rules(kernels):
             kernels["double"]._pack(np.longdouble(2.0))
 
 
-SHORTCUT_CHILD = r'''
-import ctypes, json
+SHORTCUT_CHILD = LAUNCH_PRELUDE + r'''
+import json
 import numpy as np
 import jitbridge
 import jitbridge_testing as hooks
 
-FAKE = ctypes.CDLL("libcuda.so.1")
-
-
-class Launch(ctypes.Structure):   # tests/fuzz/fake_cuda/fake_cuda.h, FakeCudaLaunch
-    _fields_ = [("count", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
-                ("cluster", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint), ("cooperative", ctypes.c_int),
-                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("param_bytes", ctypes.c_size_t),
-                ("params", ctypes.c_ubyte * 4096)]
-
-
-class Fake:
-    def __init__(self, ptr):
-        self._ptr, self._shape, self._dtype, self._device = ptr, (16,), "float32", (2, 0)
-        self._strides, self.owner = None, None
-
-
-Fake.__dlpack_c_exchange_api__ = hooks.exchange_api(factory=Fake)
 k = jitbridge.RawKernel(r"""#include <cuda_fp16.h>
 extern "C" __global__ void f(float* y, double d, float f, int i, unsigned char u, bool b, long long q) {}""",
                         "f", arch="sm_90")
-y = Fake(0x7F0000010000)
+y = ExchangeArray(0x7F0000010000, (16,))
 records = []
 
 
 def call(label, *args):
-    last = Launch()
-    FAKE.fake_cuda_last_launch(ctypes.byref(last))
-    before, shortcuts = last.count, hooks.shortcut_launches(k)
+    before, shortcuts = last_launch()["count"], hooks.shortcut_launches(k)
     error = None
     try:
         k(1, 32, (y,) + args)
     except Exception as e:
         error = f"{type(e).__name__}: {e}"
-    FAKE.fake_cuda_last_launch(ctypes.byref(last))
-    records.append(dict(label=label, error=error, launched=last.count - before,
-                        shortcut=hooks.shortcut_launches(k) - shortcuts,
-                        params=bytes(last.params[:last.param_bytes]).hex()))
+    last = last_launch()
+    records.append(dict(label=label, error=error, launched=last["count"] - before,
+                        shortcut=hooks.shortcut_launches(k) - shortcuts, params=last["params"]))
 
 
 B = (np.float64, np.float64, np.int64, np.uint16, np.bool_, np.uint64)

@@ -197,5 +197,7 @@ ArrayView view_from_managed(DLManagedTensor* tensor, std::string_view arg);
 // C-contiguous strides (in elements) for `shape` (extents of 0 and below count as 1, as NumPy
 // does). Throws InteropError(overflow) when they do not fit int64 (never for a valid view's shape).
 Dims contiguous_strides(const Dims& shape);
+// The same into `out` (resized; `out` must not be `shape`).
+void contiguous_strides(const Dims& shape, Dims& out);
 
 }  // namespace jitbridge

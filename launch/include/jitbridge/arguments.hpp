@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,9 @@ class ArgBuffer {
   // param_offsets() offset, used() its end (param_space() is true). Throws ArgumentError(value)
   // when the layout ends past kMaxParamBytes (as param_offsets).
   void reset(const Signature& signature);
+  // The same with the layout worked out before (param_layout): slot() then takes each parameter's offset from it.
+  // nullptr: as reset(signature). `layout` must stay valid until the next reset.
+  void reset(const Signature& signature, const struct ParamLayout* layout);
   // Prepares room for parameters of these sizes with no signature (pack_unchecked): the bytes
   // are reached through pointers() only (param_space() is false). Throws as reset(Signature).
   void reset(const std::vector<std::size_t>& sizes);
@@ -73,6 +77,7 @@ class ArgBuffer {
 
  private:
   void prepare(std::size_t count, std::size_t total, bool param_space);
+  const std::vector<std::size_t>* offsets_ = nullptr;  // the layout's offsets, when reset with one
   std::vector<unsigned char> storage_ = std::vector<unsigned char>(512);
   std::vector<void*> pointers_ = std::vector<void*>(32);
   std::size_t count_ = 0, used_ = 0;
@@ -174,6 +179,15 @@ void pack_argument(std::string_view kernel_name, const Signature& signature, std
 // Every offset + size is at most kMaxParamBytes: a layout that ends past it (absurd sizes or
 // alignments included) throws ArgumentError(value) naming the signature and the parameter.
 std::vector<std::size_t> param_offsets(const Signature& signature);
+
+// Where `signature`'s parameters lie in the parameter space (param_offsets's rule), worked out once per kernel: each
+// offset and where the last one ends.
+struct ParamLayout {
+  std::vector<std::size_t> offsets;
+  std::size_t bytes = 0;
+};
+// nullopt when the layout ends past kMaxParamBytes (packing then throws param_offsets's error).
+std::optional<ParamLayout> param_layout(const Signature& signature);
 
 // The message for a wrong argument count: "saxpy(float, float const*, float*, int) takes 4
 // arguments, 3 given".

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "jitbridge/launcher.hpp"
+#include "jitbridge/pack_values.hpp"
 
 namespace jitbridge {
 namespace launch_detail {
@@ -80,7 +81,7 @@ void launch(const Function& function, const Device& device, const LaunchConfig& 
   (launch_detail::fill(slots[i++], args, device.ordinal()), ...);
   thread_local ArgBuffer buffer;
   launch_detail::pack_all(function, slots, sizeof...(Args), device.ordinal(), buffer);
-  validate_launch(function, config, device);
+  validate_launch_memo(function, config, device);
   launch(function, config, device, buffer);
 }
 

@@ -48,6 +48,14 @@ class LaunchError : public std::runtime_error {
 // the device allows it. Throws LaunchConfigError.
 void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
 
+// Whether two configurations are the same but for the stream: validate_launch judges them alike.
+bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept;
+
+// validate_launch, skipped when the calling thread's last call here validated the same shape (same_shape) for the
+// same Function (by serial(): a new Function at a freed one's address is not taken for it) on the same device. Only
+// a configuration that passed is remembered. Throws LaunchConfigError.
+void validate_launch_memo(const Function& function, const LaunchConfig& config, const Device& device);
+
 // A kernel's parameters as one buffer laid out as its parameter space: each parameter at the
 // offset cuKernelGetParamInfo reports (Function checks param_offsets() against it), `size` the
 // end of the last. Borrowed: read during the launch call only.

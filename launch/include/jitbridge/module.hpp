@@ -2,6 +2,8 @@
 // Function keeps its Module alive, so no handle can outlive what it points into.
 #pragma once
 
+#include <optional>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -56,10 +58,14 @@ class Function {
   Function(std::shared_ptr<const Module> module, CUkernel kernel, std::string name, const Kernel* info);
   const std::string& name() const { return name_; }
   const char* interned_name() const { return interned_; }  // lives for the whole process
+  // Unique per Function made in this process (never reused, unlike an address): what memos key a Function by.
+  std::uint64_t serial() const { return serial_; }
   CUkernel handle() const { return kernel_; }
   const Kernel* info() const { return info_; }  // signature and resources; nullptr for images
   // Packing plan of the signature; check_args false: its unchecked_plan (as check_args=False).
   const std::vector<ParamPlan>& plan(bool check_args = true) const { return check_args ? plan_ : plan_unchecked_; }
+  // The signature's parameter layout (param_layout, worked out once); nullptr without a signature or past the limit.
+  const ParamLayout* param_layout() const { return layout_ ? &*layout_ : nullptr; }
   const Module& module() const { return *module_; }
   // cuKernelGetAttribute on `device`.
   int attribute(CUfunction_attribute attribute, const Device& device) const;
@@ -85,8 +91,10 @@ class Function {
   CUkernel kernel_;
   std::string name_;
   const char* interned_;
+  std::uint64_t serial_;
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
+  std::optional<ParamLayout> layout_;
   void query_params() const;
   mutable std::vector<std::size_t> param_sizes_, param_offsets_;
   mutable bool params_known_ = false;

@@ -22,7 +22,7 @@ int kernel_from_python(void* py_kernel, jitbridge_kernel** out) {
     return c_api::set_error(JITBRIDGE_ERROR_TYPE, "kernel_from_python: the object is not a jitbridge.RawKernel");
   try {
     const KernelObject& k = h.cast<const KernelObject&>();
-    *out = c_api::make_kernel(k.module->modules, k.name, k.info ? k.info->lowered_name : k.name, k.info);
+    *out = c_api::make_kernel(k.launch);
     return JITBRIDGE_OK;
   } catch (...) {
     return c_api::set_error(JITBRIDGE_ERROR_INTERNAL, "kernel_from_python: out of host memory");

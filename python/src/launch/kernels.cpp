@@ -7,9 +7,9 @@
 #include "interop/arrays.hpp"
 #include "common/checked_args.hpp"
 #include "common/initialised.hpp"
+#include "common/vectorcall.hpp"
 #include "jitbridge/streams.hpp"
 #include "launch/kernels.hpp"
-#include "launch/launch_profile.hpp"
 
 namespace jitbridge::python {
 namespace {
@@ -75,21 +75,6 @@ struct Keywords {
   }
 };
 
-// Vectorcall for the kernel types: tp_call installs it in the instance at the first call (pybind11
-// makes the instances, so the slot cannot be filled at construction); later calls skip building
-// an argument tuple. The slot lies after pybind11's instance (set_up_vectorcall enlarges it).
-vectorcallfunc& vectorcall_slot(PyObject* self) {
-  return *reinterpret_cast<vectorcallfunc*>(reinterpret_cast<char*>(self) + Py_TYPE(self)->tp_vectorcall_offset);
-}
-
-void set_up_vectorcall(PyHeapTypeObject* heap, ternaryfunc call) {
-  PyTypeObject& t = heap->ht_type;
-  t.tp_vectorcall_offset = t.tp_basicsize;
-  t.tp_basicsize += static_cast<Py_ssize_t>(sizeof(vectorcallfunc));
-  t.tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
-  t.tp_call = call;
-}
-
 // Python subclasses of a kernel type (jitbridge.RawKernel) keep the vectorcall: CPython before
 // 3.12 never passes the flag on to heap subclasses, and 3.12 passes it on only when tp_call is not
 // overridden. Turned on here only under that same condition (and 3.12 turns it off again if
@@ -129,7 +114,6 @@ wrapperbase kernel_call, configured_call;
 // k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
 PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
-    launch_profile::mark(launch_profile::entry);
     const KernelObject& k = value_of<KernelObject>(self);
     if (nargs != 3)
       throw py::type_error(fmt::format("{}: call as kernel(grid, block, args, shared_mem=0, stream=None) or "
@@ -149,7 +133,6 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     if (!items) throw py::error_already_set();
     Options o;
     keywords.apply(c, o);
-    launch_profile::mark(launch_profile::parsed);
     launch_from_python(k, c, &PyTuple_GET_ITEM(items.ptr(), 0), PyTuple_GET_SIZE(items.ptr()), o.stream.ptr(),
                        o.check_args < 0 ? k.check_args : o.check_args != 0);
     Py_RETURN_NONE;
@@ -161,13 +144,11 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 // k[grid, block](*args, shared_mem=0, stream=None): Numba's form.
 PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
   try {
-    launch_profile::mark(launch_profile::entry);
     const ConfiguredKernel& ck = value_of<ConfiguredKernel>(self);
     LaunchConfig c = ck.config;
     Options o;
     if (!ck.stream.is_none()) o.stream = ck.stream;
     keywords.apply(c, o);
-    launch_profile::mark(launch_profile::parsed);
     launch_from_python(*ck.core, c, args, nargs, o.stream.ptr(), o.check_args < 0 ? ck.core->check_args : o.check_args != 0);
     Py_RETURN_NONE;
   } catch (...) {
@@ -188,21 +169,6 @@ template <LaunchEntry entry>
 PyObject* call_into(PyObject* self, PyObject* args, PyObject* kwargs) {
   vectorcall_slot(self) = vectorcall_into<entry>;
   return entry(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), Keywords{kwargs});
-}
-
-// _Prepared(): one raw cuLaunchKernel (the benchmark's Python-in-the-loop floor). _Prepared(*args)
-// with arguments of the prepared types: the same, after reading each exchange-API array's address
-// and the framework's current stream (the floor for a launch that must ask the producer).
-PyObject* prepared_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
-  try {
-    if (keywords.dict || keywords.kwnames) throw py::type_error("_Prepared takes no keyword arguments");
-    const PreparedLaunch& p = value_of<PreparedLaunch>(self);
-    if (nargs == 0) p.launch();
-    else p.launch_exchanging(args, static_cast<std::size_t>(nargs));
-    Py_RETURN_NONE;
-  } catch (...) {
-    return translate_current_exception();
-  }
 }
 
 py::dict attributes(const KernelObject& k) {
@@ -249,16 +215,6 @@ void bind_kernels(py::module_& m) {
                                           }),
                                           "kernel[grid, block]: a kernel with its launch configuration; call it with "
                                           "the kernel's arguments (keywords as for the kernel's own call).");
-  // The benchmark floor's callable (bench/bench_launch.py): made only through _internals.prepared_launch (the
-  // test-only jitbridge_testing.prepared), so not left in the module. The module's reference to the type moves to
-  // the process (released: pybind11's registry holds the type by a borrowed pointer, and types live until exit).
-  py::class_<PreparedLaunch>(m, "_Prepared", py::custom_type_setup([](PyHeapTypeObject* heap) {
-                               set_up_vectorcall(heap, call_into<prepared_entry>);
-                             }));
-  py::object prepared_type = m.attr("_Prepared");
-  prepared_type.release();  // the reference kept
-  py::delattr(m, "_Prepared");
-
   py::class_<ModuleObject, std::shared_ptr<ModuleObject>>(m, "_Module")
       .def(py::init([](const ProgramHandle& program) {
              auto mo = std::make_shared<ModuleObject>();
@@ -310,15 +266,14 @@ void bind_kernels(py::module_& m) {
              KernelObject k;
              k.module = std::move(module);
              k.name = name;
+             const Kernel* info = nullptr;
              if (const Program* p = k.module->program.program.get()) {
-               k.info = p->find_kernel(name);
-               if (!k.info) throw py::key_error(p->missing_kernel_message(name));
-               k.name = k.info->name;
-               if (k.info->signature) {
-                 k.plan = plan_signature(*k.info->signature);
-                 k.plan_unchecked = unchecked_plan(k.plan);
-               }
+               info = p->find_kernel(name);
+               if (!info) throw py::key_error(p->missing_kernel_message(name));
+               k.name = info->name;
              }
+             k.launch = std::make_shared<const KernelPlan>(k.module->modules, k.name, info ? info->lowered_name : k.name,
+                                                           info);
              return k;
            }),
            py::arg("module"), py::arg("name"))
@@ -326,13 +281,13 @@ void bind_kernels(py::module_& m) {
                              "The kernel's name: as get_function() was given it, or the C++ name the program "
                              "lists ('ns::scale'); for a template, the name expression ('scale<float>').")
       .def_property_readonly("lowered_name", initialised([](const KernelObject& k) {
-        return text(k.info ? k.info->lowered_name : k.name);
+        return text(k.launch->lookup_name());
       }), "The symbol in the binary (mangled for C++ kernels).")
       .def_property_readonly("signature", initialised([](const KernelObject& k) -> py::object {
-        return k.info && k.info->signature ? py::cast(*k.info->signature) : py::none();
+        return k.launch->signature() ? py::cast(*k.launch->signature()) : py::none();
       }), "The parameters as the compiler saw them (a Signature), or None for kernels from files.")
       .def_property_readonly("resources", initialised([](const KernelObject& k) -> py::object {
-        return k.info ? py::cast(k.info->resources) : py::none();
+        return k.launch->info() ? py::cast(k.launch->info()->resources) : py::none();
       }), "What ptxas reported (Resources: registers, shared memory, spills), or None for kernels from files.")
       .def_property_readonly("_module", initialised([](const KernelObject& k) { return k.module; }))
       .def_property("check_args", initialised([](const KernelObject& k) { return k.check_args; }),
@@ -419,7 +374,7 @@ void bind_kernels(py::module_& m) {
       "or up to 3 ints; stream None means the usual choice (the first array's framework's current stream). "
       "TypeError/ValueError for a malformed configuration.")
       .def("__repr__", initialised([](const KernelObject& k) {
-        return fmt::format("<RawKernel {}{}>", k.name, k.info && k.info->signature ? k.info->signature->to_string() : "(...)");
+        return fmt::format("<RawKernel {}{}>", k.name, k.launch->signature() ? k.launch->signature()->to_string() : "(...)");
       }), "<RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).");
 
   configured

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "jitbridge/kernel_plan.hpp"
 #include "jitbridge/launcher.hpp"
 #include "jitbridge/module_set.hpp"
 #include "launch/launch_shortcut.hpp"
@@ -33,13 +34,12 @@ struct ModuleObject {
 struct KernelObject {
   std::shared_ptr<ModuleObject> module;
   std::string name;
-  const Kernel* info = nullptr;             // from module->program; nullptr for file modules
-  std::vector<ParamPlan> plan;              // packing plan of info's signature
-  std::vector<ParamPlan> plan_unchecked;    // the same with argument checks off (unchecked_plan)
+  // The launch plan (launch/kernel_plan.hpp): signature, packing plans, the Function per device. Shared with the C
+  // interface's handles of this kernel (kernel_from_python).
+  std::shared_ptr<const KernelPlan> launch;
   bool check_args = true;                   // calls without check_args= check arguments (RawKernel(check_args=))
   mutable const Device* checked_device = nullptr;  // the device `function` serves (the last launch's)
-  mutable std::shared_ptr<Function> function;      // the kernel in the module serving checked_device
-  mutable std::vector<std::shared_ptr<Function>> functions;  // per device ordinal, resolved at the first launch there
+  mutable const Function* function = nullptr;      // launch's Function on checked_device (the plan keeps it)
   // The kernel in the module serving `device`; also makes it `function`/`checked_device`. Raises
   // ValueError naming the kernel when the program's explicit arch cannot run there. GIL held.
   const Function& resolved(const Device& device) const;
@@ -73,51 +73,13 @@ struct ConfiguredKernel {
 // ValueError, BufferError, LaunchError, NoDriverError) with the Python error set. GIL held.
 // `args` must stay valid while Python code runs (converting an argument does): a tuple's items or
 // a vectorcall's argument array, never a list's item array (a property could resize the list).
-// `check_args` false: packed with k.plan_unchecked (any dtype, count, alignment; read-only arrays
+// `check_args` false: packed with k.launch->plan(false) (any dtype, count, alignment; read-only arrays
 // too), device memory and the one-device rule still checked.
 void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* stream_obj, bool check_args = true);
 // Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
 // each parameter. For tests and for users who want to see what a launch would pass.
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
-
-// Benchmark floor: converts and packs `args` once, then calls cuLaunchKernel `batch` times in a C++
-// loop on the consumer stream; returns the microseconds the loop took (no Python per launch). The
-// parameters go as the array of pointers (what "raw cuLaunchKernel" means in the benchmark), or,
-// with `buffer_form`, as one buffer (how jitbridge's own launches pass them).
-double raw_launch_batch(const KernelObject& k, LaunchConfig config, py::tuple args, int batch, bool buffer_form);
-
-// Benchmark floor with Python in the loop: the arguments converted, checked and packed once; each
-// launch() is one cuLaunchKernel with the packed bytes and nothing else (no checks, no stream
-// rule). `keepalive` holds the arrays whose addresses were packed.
-struct PreparedLaunch {
-  CUfunction function = nullptr;
-  LaunchConfig config;
-  std::vector<unsigned char> space;    // the kernel's parameter space (the buffer form); empty: no parameters
-  std::vector<std::size_t> offsets;    // each parameter's offset in `space`
-  std::vector<void*> params;           // into space, at offsets: the array-of-pointers form
-  py::object keepalive;
-  std::vector<PyTypeObject*> types;                // each prepared argument's type (borrowed: keepalive holds them)
-  std::vector<const DLPackExchangeAPI*> exchange;  // per argument: its type's exchange API, or nullptr
-  // One launch with the prepared parameters, as one buffer (`buffer_form`) or as pointers. Throws
-  // DriverError.
-  void launch(bool buffer_form = true) const;
-  // Reads the address of each argument whose type has the DLPack exchange API (no checks) and the
-  // framework's current stream on the first one's device, then launches with the other arguments
-  // as prepared (in the buffer form when it can). `args` must have the prepared types (TypeError
-  // otherwise). Throws DriverError.
-  void launch_exchanging(PyObject* const* args, std::size_t n) const;
-
- private:
-  void launch_with(void** with_params, const void* buffer, CUstream stream) const;
-};
-// Benchmark: microseconds per call of each launch phase alone, each in a C++ loop of n: the
-// producer's exchange-API calls (when the first argument has that API), the full path's phases
-// (consumer_stream, convert_arguments, pack, validate, launch), the whole full path, and the
-// whole shortcut (which the full path's first call teaches; value_error if these arguments take
-// none). Launches 3n times.
-py::dict launch_phases(const KernelObject& k, LaunchConfig config, py::tuple args, int n);
-PreparedLaunch prepare_floor(const KernelObject& k, LaunchConfig config, py::tuple args);
 
 // grid=/block=/cluster= values: an int or a tuple (or list) of up to 3 ints, each from 1 to
 // 2**32-1 (NumPy integers and other __index__ objects too). Throws TypeError (not an int; an

@@ -12,6 +12,7 @@
 
 #include "interop/arrays.hpp"
 #include "jitbridge/launcher.hpp"
+#include "jitbridge/param_acceptors.hpp"
 
 namespace jitbridge::python {
 
@@ -28,13 +29,8 @@ struct ShortcutArg {
   };
   PyTypeObject* type = nullptr;  // borrowed: array types are held by the adapter cache, the rest are builtins
   Kind kind = Kind::integer;
-  bool is_signed = true;         // integer
   bool from_integer = false;     // floating: the argument is an integer (read as one, then converted)
-  bool any_dtype = false;        // arrays: void*
-  bool char_like = false;        // arrays: char*
-  std::uint16_t size = 0;        // the parameter's bytes
-  std::uint16_t offset = 0;      // where the bytes go in the parameter buffer
-  DLDataType dtype{};            // arrays, unless any_dtype
+  FastParam param;               // the parameter's rule and place (KernelPlan::fast): its acceptor writes it
 };
 
 // The shortcut for one pattern of argument types (a kernel keeps a few). Made once, never changed
@@ -42,7 +38,7 @@ struct ShortcutArg {
 // pointer to it while Python code runs (a producer, a finalizer) and launches again.
 struct LaunchShortcut {
   static constexpr std::size_t kMaxArgs = 32;
-  static constexpr std::size_t kMaxBytes = 1024;
+  static constexpr std::size_t kMaxBytes = kFastSpaceBytes;
   std::vector<ShortcutArg> args;
   bool usable = false;           // false: calls of these types take the full path (learnt once)
   const DLPackExchangeAPI* api = nullptr;  // the exchange arrays' table (one framework per shortcut)

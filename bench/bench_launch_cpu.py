@@ -1,0 +1,95 @@
+"""bench_launch_cpu.py — host time of jitbridge's Python launch path with no GPU: the fake driver of tests/fuzz/fake_cuda
+(its cuLaunchKernel records the launch and returns), arrays of a synthetic DLPack exchange-API framework
+(jitbridge_testing.exchange_api: one in C, as torch has, one calling Python) and of __cuda_array_interface__. What it shows is
+jitbridge's own cost per launch (the fake driver's share is a few ns), to compare builds on one machine before and
+after a change to the launch path; the GPU goals stay bench_launch.py's. Needs the build tree (bash scripts/setup):
+
+    python3 bench/bench_launch_cpu.py [build]
+"""
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROUNDS, BATCH = 15, 20000
+
+
+def reexec_on_fake_driver(build):
+    """Runs this script again with the fake driver first on LD_LIBRARY_PATH and the build tree on PYTHONPATH."""
+    fake = build / "tests" / "fake_cuda"
+    if not (fake / "libcuda.so.1").is_file():
+        sys.exit(f"bench_launch_cpu: no fake driver at {fake} (build the jitbridge_test_fake_cuda target)")
+    env = dict(os.environ, BENCH_LAUNCH_CPU_CHILD="1", JITBRIDGE_CACHE="0",
+               LD_LIBRARY_PATH=os.pathsep.join(p for p in (str(fake), os.environ.get("LD_LIBRARY_PATH")) if p),
+               PYTHONPATH=os.pathsep.join([str(build / "python"), str(build / "python_testing")]))
+    os.execve(sys.executable, [sys.executable, __file__, str(build)], env)
+
+
+def main():
+    build = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "build").resolve()
+    if os.environ.get("BENCH_LAUNCH_CPU_CHILD") != "1":
+        reexec_on_fake_driver(build)
+    import jitbridge
+    import jitbridge_testing as hooks
+
+    class Exchange:   # a framework with the DLPack C exchange API (memory never touched: the driver is fake)
+        def __init__(self, ptr, shape, dtype="float32", device=(2, 0), owner=None, strides=None):
+            self._ptr, self._shape, self._dtype, self._device = ptr, tuple(shape), dtype, tuple(device)
+            self._strides, self.owner = strides, owner
+
+    Exchange.__dlpack_c_exchange_api__ = hooks.exchange_api(factory=Exchange)
+
+    class Fixed:   # the exchange API in C: every object float32 (256, 256) at one address, no Python calls (as torch)
+        pass
+
+    Fixed.__dlpack_c_exchange_api__ = hooks.exchange_api(fixed=True, stream=0)
+
+    class Cai:   # __cuda_array_interface__ only
+        def __init__(self, ptr):
+            self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (32,), "typestr": "<f4", "version": 3,
+                                             "strides": None, "stream": None}
+
+    k = jitbridge.RawKernel(r"""
+extern "C" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {}""", "k", arch="sm_90")
+    ex = [Exchange(0x7F0000010000 + 0x1000 * i, (32,)) for i in range(4)]
+    cai = [Cai(0x7F0000020000 + 0x1000 * i) for i in range(4)]
+    fx = [Fixed() for _ in range(4)]
+    kk = k[1, 32]
+    cases = {
+        "python loop harness (empty lambda)": lambda: None,
+        "k((1,), (32,), (4 C exchange-API arrays, int))": lambda: k((1,), (32,), (fx[0], fx[1], fx[2], fx[3], 32)),
+        "k[1, 32](4 C exchange-API arrays, int)": lambda: kk(fx[0], fx[1], fx[2], fx[3], 32),
+        "k((1,), (32,), (4 Python exchange-API arrays, int))": lambda: k((1,), (32,), (ex[0], ex[1], ex[2], ex[3], 32)),
+        "k[1, 32](4 Python exchange-API arrays, int)": lambda: kk(ex[0], ex[1], ex[2], ex[3], 32),
+        "k((1,), (32,), (None x 4, int)) (the full path, no producer)":
+            lambda: k((1,), (32,), (None, None, None, None, 32)),
+        "k((1,), (32,), (4 CAI arrays, int))": lambda: k((1,), (32,), (cai[0], cai[1], cai[2], cai[3], 32)),
+        "k((1,), (32,), (4 C exchange-API arrays, int), check_args=False)":
+            lambda: k((1,), (32,), (fx[0], fx[1], fx[2], fx[3], 32), check_args=False),
+    }
+    samples = {name: [] for name in cases}
+    for f in cases.values():
+        for _ in range(100):
+            f()
+    for _ in range(ROUNDS):
+        for name, f in cases.items():
+            loop = range(BATCH)
+            t0 = time.perf_counter()
+            for _ in loop:
+                f()
+            samples[name].append((time.perf_counter() - t0) / BATCH * 1e9)
+    best = {name: min(v) for name, v in samples.items()}
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    harness = best["python loop harness (empty lambda)"]
+    print(f"Host ns per launch on the fake driver (best / median of {ROUNDS} rounds of {BATCH}; net = best minus the "
+          f"loop harness, {harness:.1f} ns)")
+    for name in cases:
+        if name.startswith("python loop"):
+            continue
+        print(f"  {name:<70} best {best[name]:7.1f}  median {med[name]:7.1f}  net {best[name] - harness:7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+// jitbridge/param_acceptors.hpp — the launch fast path's parameters: what each parameter of a kernel takes without
+// the full packing path (FastParam, worked out once per kernel in its KernelPlan), and one acceptor per kind, which
+// checks a plain value by pack_argument's rules and writes it at the parameter's offset, or declines.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "jitbridge/arguments.hpp"
+
+namespace jitbridge {
+
+// The bytes of parameter space the fast path packs into (a stack buffer): kernels whose parameters end later take
+// the full path.
+inline constexpr std::size_t kFastSpaceBytes = 1024;
+
+// One parameter as the fast path sees it. none: only the full path packs it (tensor views, vector and struct
+// pointees, half, bfloat16 and complex scalars, parameters past kFastSpaceBytes); by-value parameters take only
+// their exact bytes (bytes_only).
+struct FastParam {
+  enum class Kind : std::uint8_t { none, pointer, integer, boolean, floating, bytes_only };
+  Kind kind = Kind::none;
+  bool is_signed = true;      // integer
+  bool takes_arrays = false;  // pointer: arrays too, not only NULL (vector and struct pointees: NULL only)
+  bool any_dtype = false;     // pointer: void*
+  bool char_like = false;     // pointer: char*
+  bool pointee_const = false; // pointer: const T* (read-only and immutable arrays need it)
+  std::uint16_t size = 0;     // the parameter's bytes
+  std::uint16_t offset = 0;   // where they go in the parameter space
+  DLDataType dtype{};         // pointer, unless any_dtype
+};
+
+// The fast path's view of `signature` packed with `plan` (plan_signature or unchecked_plan) and laid out as
+// `layout`: one FastParam per parameter.
+std::vector<FastParam> fast_params(const Signature& signature, const std::vector<ParamPlan>& plan,
+                                   const ParamLayout& layout);
+
+// The acceptors. Each writes the value at p.offset in `space` (kFastSpaceBytes) and returns true, or returns false
+// having written nothing the launch uses: the full path then decides and words the error. Never throw.
+
+// An array for a pointer parameter that takes_arrays: device memory (cuda or managed), on the launch's one device
+// (`device`: -1 until the first array sets it), of a dtype the pointee takes. The caller has refused read-only arrays
+// for non-const pointees.
+inline bool accept_pointer(const FastParam& p, void* address, DLDevice where, DLDataType dtype, int& device,
+                           unsigned char* space) noexcept {
+  if (!is_cuda(where)) return false;
+  if (device < 0) device = where.device_id;
+  else if (where.device_id != device) return false;
+  if (!pointee_accepts(p.any_dtype, p.char_like, p.dtype, dtype)) return false;
+  std::memcpy(space + p.offset, &address, sizeof address);
+  return true;
+}
+// NULL for a pointer parameter.
+inline void accept_null(const FastParam& p, unsigned char* space) noexcept {
+  void* null = nullptr;
+  std::memcpy(space + p.offset, &null, sizeof null);
+}
+// An integer in its parameter's range (signed_fits / unsigned_fits), as its low bytes (little-endian).
+inline bool accept_integer(const FastParam& p, std::int64_t v, unsigned char* space) noexcept {
+  if (p.is_signed ? !signed_fits(v, p.size) : (v < 0 || !unsigned_fits(static_cast<std::uint64_t>(v), p.size)))
+    return false;
+  std::memcpy(space + p.offset, &v, p.size);
+  return true;
+}
+// True or False into a bool parameter.
+inline void accept_boolean(const FastParam& p, bool v, unsigned char* space) noexcept {
+  space[p.offset] = v ? 1 : 0;
+}
+// A number into a float (in float's range: float32_fits) or double parameter.
+inline bool accept_floating(const FastParam& p, double x, unsigned char* space) noexcept {
+  if (p.size == 8) {
+    std::memcpy(space + p.offset, &x, 8);
+    return true;
+  }
+  if (!float32_fits(x)) return false;
+  const float f = static_cast<float>(x);
+  std::memcpy(space + p.offset, &f, 4);
+  return true;
+}
+// Exactly the parameter's bytes (any scalar or by-value parameter).
+inline bool accept_bytes(const FastParam& p, const void* data, std::size_t n, unsigned char* space) noexcept {
+  if (n != p.size) return false;
+  std::memcpy(space + p.offset, data, n);
+  return true;
+}
+
+}  // namespace jitbridge

@@ -1,0 +1,40 @@
+// param_acceptors.cpp — fast_params (param_acceptors.hpp): which parameters the launch fast path packs, and how.
+#include "jitbridge/param_acceptors.hpp"
+
+namespace jitbridge {
+
+std::vector<FastParam> fast_params(const Signature& signature, const std::vector<ParamPlan>& plan,
+                                   const ParamLayout& layout) {
+  std::vector<FastParam> out(signature.params.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const Param& param = signature.params[i];
+    const ParamPlan& pp = plan[i];
+    FastParam& f = out[i];
+    if (param.size > kFastSpaceBytes || layout.offsets[i] + param.size > kFastSpaceBytes) continue;  // none
+    f.offset = static_cast<std::uint16_t>(layout.offsets[i]);
+    f.size = static_cast<std::uint16_t>(param.size);
+    using K = ParamPlan::Kind;
+    using S = ParamPlan::Scalar;
+    if (pp.kind == K::pointer) {
+      f.kind = FastParam::Kind::pointer;
+      // Vector and struct pointees have count and alignment rules the fast path does not read: NULL only.
+      f.takes_arrays = pp.any_dtype || (pp.has_dtype && pp.lanes == 1 && !pp.has_alt_dtype && !pp.struct_items);
+      f.any_dtype = pp.any_dtype;
+      f.char_like = pp.char_like;
+      f.pointee_const = pp.pointee_const;
+      f.dtype = pp.dtype;
+    } else if (pp.kind == K::scalar && (pp.scalar == S::signed_int || pp.scalar == S::unsigned_int)) {
+      f.kind = FastParam::Kind::integer;
+      f.is_signed = pp.scalar == S::signed_int;
+    } else if (pp.kind == K::scalar && pp.scalar == S::boolean) {
+      f.kind = FastParam::Kind::boolean;
+    } else if (pp.kind == K::scalar && pp.scalar == S::floating) {
+      f.kind = FastParam::Kind::floating;
+    } else if (pp.kind == K::scalar || pp.kind == K::by_value) {
+      f.kind = FastParam::Kind::bytes_only;  // the full path copies the bytes of any scalar or struct parameter
+    }
+  }
+  return out;
+}
+
+}  // namespace jitbridge
