@@ -20,6 +20,10 @@ struct ProgramHandle {
   std::string program_name;
 };
 
+// What Program.cubin, .ptx, .fatbin and .link_input show: output_program(h.program) (built without the layout
+// probe, through the global cache, with the GIL released, on first use). Throws as compile() does.
+std::shared_ptr<const Program> output_of(const ProgramHandle& h);
+
 // One kernel of a program; keeps the whole program (and so `kernel`) alive.
 struct KernelHandle {
   ProgramHandle owner;

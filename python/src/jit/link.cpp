@@ -164,11 +164,11 @@ CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL 
                        py::none(), py::none(),
                        "True when the binary is nvJitLink's output (a -dc/-rdc/-dlto program, or link()'s result)."));
   py::setattr(cls, "link_input",
-              property(py::cpp_function(initialised([](const ProgramHandle& h) { return py::bytes(h.program->link_input); }),
+              property(py::cpp_function(initialised([](const ProgramHandle& h) { return py::bytes(output_of(h)->link_input); }),
                                         py::is_method(cls)),
                        py::none(), py::none(),
                        "What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the "
-                       "LTO-IR (-dlto); b'' for other programs."));
+                       "LTO-IR (-dlto); b'' for other programs. Built without the probe, as cubin."));
   py::setattr(cls, "link_input_kind",
               property(py::cpp_function(initialised([](const ProgramHandle& h) -> py::object {
                                           if (h.program->link_input.empty()) return py::none();

@@ -105,6 +105,13 @@ std::string kernel_repr(const Kernel& k) {
 
 }  // namespace
 
+std::shared_ptr<const Program> output_of(const ProgramHandle& h) {
+  const CompileRequest* request = h.program->request.get();
+  if (!request || !request->options.layout_probe) return h.program;
+  py::gil_scoped_release release;
+  return output_program(h.program);
+}
+
 void bind_program(py::module_& m) {
   public_class(py::class_<Param>(m, "Param", "One kernel parameter, as the compiler sees it after macros and typedefs. "
                                               "Read-only; made by Signature, never by hand."))
@@ -221,12 +228,16 @@ void bind_program(py::module_& m) {
                              "The target actually used: 'sm_90'.")
       .def_property_readonly("program_name", initialised([](const ProgramHandle& h) { return text(h.program_name); }),
                              "The file name given to compile() (diagnostics refer to it).")
-      .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->cubin); }),
-                             "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.")
-      .def_property_readonly("fatbin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->fatbin); }),
-                             "The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.")
-      .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(h.program->ptx); }),
-                             "The PTX text when compiled with ptx=True or for a compute_XX target, else ''.")
+      .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(output_of(h)->cubin); }),
+                             "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target. The source's own "
+                             "binary: built once more without jitbridge's parameter-type probe on first use "
+                             "(through the kernel cache), so no internal symbol is in it.")
+      .def_property_readonly("fatbin", initialised([](const ProgramHandle& h) { return py::bytes(output_of(h)->fatbin); }),
+                             "The fat binary of compile(arch=[...]) (one image per target); b'' otherwise. "
+                             "Built without the probe, as cubin.")
+      .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(output_of(h)->ptx); }),
+                             "The PTX text when compiled with ptx=True or for a compute_XX target, else ''. "
+                             "Built without the probe, as cubin.")
       .def_property_readonly("log", initialised([](const ProgramHandle& h) { return text(h.program->log); }),
                              "NVRTC's warnings ('' when there were none).")
       .def_property_readonly(
