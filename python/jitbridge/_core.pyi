@@ -232,12 +232,12 @@ class Program:
     @property
     def cubin(self) -> bytes:
         """
-        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.
+        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target. The source's own binary: built once more without jitbridge's parameter-type probe on first use (through the kernel cache), so no internal symbol is in it.
         """
     @property
     def fatbin(self) -> bytes:
         """
-        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.
+        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise. Built without the probe, as cubin.
         """
     @property
     def from_cache(self) -> bool:
@@ -252,7 +252,7 @@ class Program:
     @property
     def link_input(self) -> bytes:
         """
-        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs.
+        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs. Built without the probe, as cubin.
         """
     @property
     def link_input_kind(self) -> typing.Any:
@@ -287,7 +287,7 @@ class Program:
     @property
     def ptx(self) -> str:
         """
-        The PTX text when compiled with ptx=True or for a compute_XX target, else ''.
+        The PTX text when compiled with ptx=True or for a compute_XX target, else ''. Built without the probe, as cubin.
         """
     @property
     def templates(self) -> tuple:
