@@ -111,6 +111,10 @@ class Kernel:
     """
     One kernel of a Program (Program.kernels, Program.kernel()): what the compiler made of it. Read-only; keeps its program alive. To launch it: RawModule.from_program(p).get_function(name).
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Program.kernels and Program.kernel() give Kernels. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Kernel saxpy(float const*, float*, int) regs=16>: name, signature and registers ('?' if unknown).
@@ -139,6 +143,10 @@ class Param:
     """
     One kernel parameter, as the compiler sees it after macros and typedefs. Read-only; made by Signature, never by hand.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Signature.params gives Params. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.
@@ -207,6 +215,10 @@ class Program:
     """
     An immutable compiled program, as returned by compile() and link(). Holds its binary and kernels; safe to share between threads. Pickles as its compile request (a linked one raises TypeError).
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: compile() and link() give Programs. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.
@@ -298,6 +310,10 @@ class Resources:
     """
     What ptxas reported for one kernel (read-only; Kernel.resources). known is False for PTX-only builds (compute_XX targets), and every count is 0 then.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Kernel.resources gives Resources. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Resources regs=16 smem=0 lmem=0 cmem=376 spills=0/0 barriers=1>, or <Resources unknown>.
@@ -353,6 +369,10 @@ class Signature:
     def __getitem__(self, index: typing.Any) -> typing.Any:
         """
         The Param at `index` (negative indices count from the end), or a tuple of them for a slice. IndexError out of range, TypeError for other index types.
+        """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Kernel.signature gives Signatures. Raises TypeError.
         """
     def __iter__(self) -> collections.abc.Iterator:
         """
