@@ -85,3 +85,22 @@ def test_cli_output_files_and_ptx_have_no_probe(cli, tmp_path):
     assert v.returncode == 0, v.stderr
     ptx = (tmp_path / "k.ptx").read_text()
     assert ".entry scale(" in ptx and "__jitbridge" not in ptx
+
+
+@pytest.mark.parametrize("flag", ["-dc", "-dlto"])
+def test_linked_programs_hold_no_probe_and_keep_the_signatures(flag):
+    caller = fresh(r"""
+extern __device__ float scale_of(float x, int k);
+__global__ void apply(const float* in, float* out, int n, int k) { out[threadIdx.x] = scale_of(in[threadIdx.x], k); }
+""")
+    callee = fresh("__device__ float scale_of(float x, int k) { return x * (float)k; }\n")
+    programs = [jitbridge.compile(s, arch="sm_90", options=(flag,)) for s in (caller, callee)]
+    linked = jitbridge.link(*programs)
+    assert linked.linked and linked.cubin.startswith(b"\x7fELF")
+    assert INTERNAL not in linked.cubin
+    assert {k.name: str(k.signature) for k in linked.kernels} == {"apply": "(float const*, float*, int, int)"}
+    before = jitbridge.cache_info()
+    again = jitbridge.link(*programs)  # a hit: nothing compiled or linked again
+    assert again.cubin == linked.cubin
+    after = jitbridge.cache_info()
+    assert (after["compiles"], after["links"]) == (before["compiles"], before["links"])

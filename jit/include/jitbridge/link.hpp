@@ -75,7 +75,8 @@ class LinkError : public std::runtime_error {
 // from `cache` (nullptr: Cache::global()) under a key covering every input's bytes, the nvJitLink
 // file, the device runtime file and the options. The result's kernels are the program inputs'
 // kernels (names and signatures kept) plus any other entry point of the linked image (named by
-// demangling, no signature). Thread-safe.
+// demangling, no signature). Program inputs are linked as output_program() builds them (without the layout
+// probe; built through `cache` on a miss), so the result holds no jitbridge symbol. Thread-safe.
 // Throws std::invalid_argument for bad inputs (none, a null or not relocatable program, empty bytes,
 // a program built for another arch, a virtual arch, lto=false with LTO-IR), naming inputs[i];
 // LinkError when nvJitLink refuses them; CudaNotFoundError when nvJitLink (or a needed device
