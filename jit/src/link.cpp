@@ -342,14 +342,6 @@ std::shared_ptr<const Program> link(const std::vector<LinkInput>& inputs, const 
   if (std::shared_ptr<const Program> hit = c.impl().take_turn(key, turn)) return hit;
 
   c.impl().count_link();
-  // The programs' bytes as their sources alone build them (output_program(): without the layout probe), so
-  // that the linked cubin holds none of its symbols either; the key above covers them (the same request).
-  std::vector<std::shared_ptr<const Program>> outputs;
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].kind == Kind::program) {
-      outputs.push_back(output_program(inputs[i].program, &c));
-      raw[i].bytes = outputs.back()->link_input;
-    }
   detail::RawLinkResult linked = detail::run_link(raw, arch, lto, options.options, options.device_runtime);
   auto program = std::make_shared<Program>();
   program->arch = arch;

@@ -1,8 +1,9 @@
-// output.cpp — output_program(): a program rebuilt without the layout probe, for the bytes users are handed.
+// output.cpp — output_program() and output_link(): programs rebuilt without the layout probe, for the bytes users are handed.
 #include <stdexcept>
 
 #include "jitbridge/fatbin.hpp"
 #include "jitbridge/jit.hpp"
+#include "jitbridge/link.hpp"
 
 namespace jitbridge {
 
@@ -24,6 +25,14 @@ std::shared_ptr<const Program> output_program(std::shared_ptr<const Program> pro
   // The target the program was built for, also when it was the default (which may change).
   if (!request->arch_given) options.arch = program->arch;
   return compile(request->source, options, cache);
+}
+
+std::shared_ptr<const Program> output_link(const std::vector<LinkInput>& inputs, const LinkOptions& options,
+                                           Cache* cache) {
+  std::vector<LinkInput> outputs = inputs;
+  for (LinkInput& in : outputs)
+    if (in.kind == LinkInput::Kind::program && in.program) in.program = output_program(in.program, cache);
+  return link(outputs, options, cache);
 }
 
 }  // namespace jitbridge

@@ -95,12 +95,14 @@ __global__ void apply(const float* in, float* out, int n, int k) { out[threadIdx
 """)
     callee = fresh("__device__ float scale_of(float x, int k) { return x * (float)k; }\n")
     programs = [jitbridge.compile(s, arch="sm_90", options=(flag,)) for s in (caller, callee)]
+    before = jitbridge.cache_info()
     linked = jitbridge.link(*programs)
+    assert jitbridge.cache_info()["links"] == before["links"] + 1  # the link launches use: the programs as compiled
     assert linked.linked and linked.cubin.startswith(b"\x7fELF")
     assert INTERNAL not in linked.cubin
     assert {k.name: str(k.signature) for k in linked.kernels} == {"apply": "(float const*, float*, int, int)"}
-    before = jitbridge.cache_info()
-    again = jitbridge.link(*programs)  # a hit: nothing compiled or linked again
+    after = jitbridge.cache_info()  # the cubin: each program once more without the probe, and their link
+    assert (after["compiles"], after["links"]) == (before["compiles"] + 2, before["links"] + 2)
+    again = jitbridge.link(*programs)  # hits, both the link and, for its cubin, the probe-free one
     assert again.cubin == linked.cubin
-    after = jitbridge.cache_info()
-    assert (after["compiles"], after["links"]) == (before["compiles"], before["links"])
+    assert jitbridge.cache_info() == after

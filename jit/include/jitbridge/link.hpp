@@ -75,14 +75,20 @@ class LinkError : public std::runtime_error {
 // from `cache` (nullptr: Cache::global()) under a key covering every input's bytes, the nvJitLink
 // file, the device runtime file and the options. The result's kernels are the program inputs'
 // kernels (names and signatures kept) plus any other entry point of the linked image (named by
-// demangling, no signature). Program inputs are linked as output_program() builds them (without the layout
-// probe; built through `cache` on a miss), so the result holds no jitbridge symbol. Thread-safe.
+// demangling, no signature). Thread-safe.
 // Throws std::invalid_argument for bad inputs (none, a null or not relocatable program, empty bytes,
 // a program built for another arch, a virtual arch, lto=false with LTO-IR), naming inputs[i];
 // LinkError when nvJitLink refuses them; CudaNotFoundError when nvJitLink (or a needed device
 // runtime) was not found.
 std::shared_ptr<const Program> link(const std::vector<LinkInput>& inputs, const LinkOptions& options = {},
                                     Cache* cache = nullptr);
+
+// link()'s result as users are handed it (jitbridge/jit.hpp, output_program()): the same link with each program
+// input as output_program() builds it, so that no __jitbridge probe symbol of the inputs is in the cubin (link()'s
+// own result keeps them: it links the programs as launched). Kernels without signatures. Through `cache`, under
+// keys of their own; throws as link() and compile() do. Launching never needs it.
+std::shared_ptr<const Program> output_link(const std::vector<LinkInput>& inputs, const LinkOptions& options = {},
+                                           Cache* cache = nullptr);
 
 // Whether `image` is a relocatable ELF cubin (ET_REL: compiled with -rdc=true / -dc and not linked),
 // which the driver cannot load. Never throws.

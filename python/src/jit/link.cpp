@@ -102,7 +102,9 @@ ProgramHandle link_py(const py::args& inputs, const py::object& arch, const py::
     py::gil_scoped_release release;
     program = link(in, o);
   }
-  return ProgramHandle{std::move(program), name.empty() ? std::string("linked") : name};
+  // Kept for Program.cubin & co. (output_of): the inputs moved, not copied; alive as long as the result's handles.
+  auto call = std::make_shared<LinkCall>(LinkCall{std::move(in), std::move(o)});
+  return ProgramHandle{std::move(program), name.empty() ? std::string("linked") : name, std::move(call)};
 }
 
 void raise_link_error(const LinkError& e) noexcept {
@@ -151,7 +153,8 @@ options         more nvJitLink options: ['-O3'], ['-lineinfo'], ['-maxrregcount=
 device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
                 False: never.
 
-Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
+Returns a linked Program (Program.linked is True); its cubin property is linked once more, on first use, from
+the programs as their sources alone build them (no jitbridge symbols). Raises LinkError (undefined symbols named,
 demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
 linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
 CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.)");

@@ -106,6 +106,10 @@ std::string kernel_repr(const Kernel& k) {
 }  // namespace
 
 std::shared_ptr<const Program> output_of(const ProgramHandle& h) {
+  if (h.link_call) {
+    py::gil_scoped_release release;
+    return output_link(h.link_call->inputs, h.link_call->options);
+  }
   const CompileRequest* request = h.program->request.get();
   if (!request || !request->options.layout_probe) return h.program;
   py::gil_scoped_release release;
