@@ -823,7 +823,8 @@ def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing
     device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
                     False: never.
     
-    Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
+    Returns a linked Program (Program.linked is True); its cubin property is linked once more, on first use, from
+    the programs as their sources alone build them (no jitbridge symbols). Raises LinkError (undefined symbols named,
     demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
     linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
     CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.
