@@ -12,6 +12,7 @@ has. Needs matplotlib. Without arguments it plots $JITBRIDGE_BENCH_JSON into the
 (exit 0) when that variable is unset or matplotlib is missing: scripts/gpu-check runs it after the benches."""
 import argparse
 import json
+import math
 import textwrap
 import os
 import re
@@ -91,13 +92,45 @@ def _subtitle(table):
     return f"\n({', '.join(bits)})" if bits else ""
 
 
-def _kinds_legend(fig, colours):
-    """The colour legend of the bar charts, below the axes (it covers no bar)."""
+_PEERS = ("CuPy", "Numba", "cuda.core", "Triton")
+
+
+def _kinds_legend(fig, colours, labels=()):
+    """The colour legend of the bar charts, below the axes (it covers no bar); with the row `labels`, the peers
+    and floors named are those the chart shows."""
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=c, label=label) for c, label in KINDS if c in colours]
+    text = dict(KINDS)
+    if labels:
+        low = [label.lower() for label in labels if _kind(label) == PEER]
+        peers = [p for p in _PEERS if any(p.lower() in label for label in low)]
+        if peers:
+            text[PEER] = f"other libraries ({', '.join(peers)})"
+        floors = [label.lower() for label in labels if _kind(label) == FLOOR]
+        called = [what for what, says in (("the CUDA driver", ("raw ", "floor")), ("NVRTC", ("nvrtc",)))
+                  if any(any(w in label for w in says) for label in floors)]
+        if called:
+            text[FLOOR] = f"floor: {' or '.join(called)} called directly"
+    handles = [Patch(color=c, label=text[c]) for c, _ in KINDS if c in colours]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=9,
                frameon=False)
+
+
+def _fit_labels(fig, ax, labels):
+    """Widens the x range until every bar's value label ends inside the axes (a long one crossed the frame): a label
+    starting at value v, w pixels wide, fits when v sits at most (width - w) pixels into the frame."""
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    log = ax.get_xscale() == "log"
+    f = math.log10 if log else float
+    lo, hi = ax.get_xlim()
+    need = f(hi)
+    for t in labels:
+        room = frame.width - t.get_window_extent().width - 4
+        if room > 0:
+            need = max(need, f(lo) + (f(t.get_position()[0]) - f(lo)) * frame.width / room)
+    if need > f(hi):
+        ax.set_xlim(lo, 10 ** need if log else need)
 
 
 def _bars(plt, rows, title, xlabel, path, log=False):
@@ -110,13 +143,13 @@ def _bars(plt, rows, title, xlabel, path, log=False):
     ax.invert_yaxis()
     if log:
         ax.set_xscale("log")
-    for y, r in zip(ys, rows):
-        ax.text(r[1], y, f" {r[2]}", va="center", fontsize=8)
+    labels = [ax.text(r[1], y, f" {r[2]}", va="center", fontsize=8) for y, r in zip(ys, rows)]
     ax.set_xlabel("\n".join(textwrap.fill(part, 110) for part in xlabel.split("\n")))
     ax.set_title("\n".join(textwrap.fill(part, 100) for part in title.split("\n")), fontsize=10)
     ax.margins(x=0.35)
     fig.tight_layout()
-    _kinds_legend(fig, {r[3] for r in rows})
+    _fit_labels(fig, ax, labels)
+    _kinds_legend(fig, {r[3] for r in rows}, [r[0] for r in rows])
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -155,7 +188,9 @@ def plot_compile(plt, table, out):
                  "cuda.core), and again in the same process; lower is better\nlabels: the time, and where given the "
                  "time ratio to the named baseline" + _subtitle(table),
                  "time, µs (log scale)\n'default arch': no arch given, so the GPU's architecture is asked of the "
-                 "driver, which starts the driver (cuInit) in that fresh process: that is in the row's time",
+                 "driver, which starts the driver (cuInit) in that fresh process: that is in the row's time\n"
+                 "'the time of jitbridge (Python)': of jitbridge's disk hit in a fresh Python process, arch given "
+                 "(the same work as CuPy's and cuda.core's rows: a fresh process, a warm disk cache)",
                  os.path.join(out, "compile.png"), log=True)
 
 

@@ -38,6 +38,7 @@ std::string cache_key(std::string_view source, const CompileOptions& options,
   h.field(kKeyVersion).field(JITBRIDGE_VERSION);
   h.field(nvrtc);
   h.field(options.program_name).field(source).field(static_cast<std::uint64_t>(options.ptx));
+  if (!options.layout_probe) h.field("without the layout probe");  // probed keys stay as they were
   h.field(static_cast<std::uint64_t>(nvrtc_options.size()));
   for (const std::string& o : nvrtc_options) h.field(o);
   h.field(static_cast<std::uint64_t>(options.name_expressions.size()));
@@ -212,14 +213,18 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   // Pass 1: the user's source and name expressions, plus the probe for every kernel we can name.
   std::vector<std::string> expressions = options.name_expressions;
   std::map<std::string, std::string> probe_of;  // kernel expression -> its probe expression
-  for (const std::string& e : options.name_expressions) probe_of[e] = detail::probe_expression(e);
-  for (const KernelCandidate& k : candidates)
-    if (!k.is_template) {
-      expressions.push_back(k.qualified_name);
-      probe_of[k.qualified_name] = detail::probe_expression(k.qualified_name);
-    }
-  for (const auto& [kernel, probe] : probe_of) expressions.push_back(probe);
-  const std::string probed_source = source + "\n" + detail::kProbeSource;
+  // Without the probe (CompileOptions::layout_probe, output_program()): the source alone, no signatures.
+  const bool probe = options.layout_probe;
+  if (probe) {
+    for (const std::string& e : options.name_expressions) probe_of[e] = detail::probe_expression(e);
+    for (const KernelCandidate& k : candidates)
+      if (!k.is_template) {
+        expressions.push_back(k.qualified_name);
+        probe_of[k.qualified_name] = detail::probe_expression(k.qualified_name);
+      }
+  }
+  for (const auto& [kernel, probe_expression] : probe_of) expressions.push_back(probe_expression);
+  const std::string probed_source = probe ? source + "\n" + detail::kProbeSource : source;
   // Without any "include" in the source or options nothing can be included, and NVRTC's time
   // trace (0.5 ms a compile) is not needed to know it.
   bool may_include = source.find("include") != std::string::npos;
@@ -233,7 +238,7 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   if (!pass.ok) {
     CompileError::Details d =
         detail::parse_diagnostics(pass.log, source, options.program_name, candidates, options.name_expressions);
-    if (!error_is_users(d, source)) {
+    if (probe && !error_is_users(d, source)) {
       // Perhaps a probe we added (a kernel the scan misread): compile without any.
       probe_of.clear();
       expressions = options.name_expressions;
@@ -267,11 +272,11 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
   // Name each kernel of the binary and attach what the probes said.
   std::map<std::string, std::string> name_of;          // lowered -> user-facing name
   std::map<std::string, std::string> probe_for_symbol; // lowered -> probe expression
-  for (const auto& [kernel, probe] : probe_of) {
+  for (const auto& [kernel, probe_expression] : probe_of) {
     const std::string& lowered = pass.lowered[kernel];
     if (lowered.empty()) continue;
     name_of.emplace(lowered, kernel);
-    probe_for_symbol.emplace(lowered, probe);
+    probe_for_symbol.emplace(lowered, probe_expression);
   }
   std::vector<std::string> symbols =
       program->cubin.empty() ? ptx_entries(program->ptx) : detail::cubin_kernels(program->cubin);
@@ -293,12 +298,12 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
     if (auto it = probe_for_symbol.find(symbol); it != probe_for_symbol.end()) {
       const std::string& lowered = pass.lowered[it->second];
       if (!lowered.empty()) k.signature = detail::parse_probe(detail::demangle(lowered));
-    } else {
-      std::string probe = symbol.rfind("_Z", 0) == 0
-                              ? fmt::format("__jitbridge_sig<void (*)({})>::layout", params)
-                              : detail::probe_expression(symbol);
-      probe_for_symbol.emplace(symbol, probe);
-      missing_probes.push_back(probe);
+    } else if (probe) {
+      std::string expression = symbol.rfind("_Z", 0) == 0
+                                   ? fmt::format("__jitbridge_sig<void (*)({})>::layout", params)
+                                   : detail::probe_expression(symbol);
+      probe_for_symbol.emplace(symbol, expression);
+      missing_probes.push_back(expression);
     }
     if (auto it = resources.find(symbol); it != resources.end()) {
       k.resources = it->second;

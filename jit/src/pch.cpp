@@ -2,12 +2,15 @@
 #include "pch.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -116,7 +119,6 @@ std::string new_file_locked(Registry& r) {
     if (r.dir_failed) return {};
     const char* env = std::getenv("TMPDIR");
     const std::string tmp = env && *env ? env : "/tmp";
-    pch_remove_orphans(tmp);
     std::string templ = fmt::format("{}/jitbridge-pch-{}-XXXXXX", tmp, ::getpid());
     if (!::mkdtemp(templ.data())) {
       r.dir_failed = true;
@@ -129,6 +131,7 @@ std::string new_file_locked(Registry& r) {
                               refusal_reason(check, "TMPDIR"));
       return {};
     }
+    pch_remove_orphans(tmp);  // only under a $TMPDIR the check accepted (nobody else renames things in it)
     r.dir = templ;
     r.owner = ::getpid();
     std::atexit(remove_files);
@@ -267,14 +270,21 @@ void pch_remove_orphans(const std::string& tmp) {
     if (pid <= 0 || !end || *end != '-') continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
     const std::string dir = tmp + "/" + name;
+    // Opened without following a symlink and judged by what was opened: files are removed only from a
+    // directory of this user's, whatever is renamed meanwhile.
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
     struct stat st;
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
-    if (DIR* inner = ::opendir(dir.c_str())) {
-      while (dirent* f = ::readdir(inner)) {
-        const std::string file = f->d_name;
-        if (file != "." && file != "..") ::unlink((dir + "/" + file).c_str());
-      }
+    if (::fstat(fd, &st) != 0 || st.st_uid != ::getuid()) {
+      ::close(fd);
+      continue;
+    }
+    if (DIR* inner = ::fdopendir(fd)) {  // owns fd from here
+      while (dirent* f = ::readdir(inner))
+        if (std::strcmp(f->d_name, ".") != 0 && std::strcmp(f->d_name, "..") != 0) ::unlinkat(fd, f->d_name, 0);
       ::closedir(inner);
+    } else {
+      ::close(fd);
     }
     ::rmdir(dir.c_str());
   }

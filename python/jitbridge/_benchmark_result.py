@@ -141,12 +141,14 @@ class BenchmarkResult:
         return f"{self.n_repeat} samples after {self.n_warmup} warm-up calls, {flush}"
 
     def __repr__(self):
+        """One line: the GPU median, spreads and host time per call, and the sampling settings."""
         r = self._row()
         extra = "".join(f", {v} {unit}" for v, unit in ((r[5], "GB/s"), (r[6], "TFLOP/s")) if v)
         return (f"<BenchmarkResult {self.name}: GPU median {r[1]} (p10-p90 {r[2]}, min-max {r[3]}), host {r[4]} per "
                 f"call{extra}; {self._settings()}>")
 
     def __str__(self):
+        """A table of one row: GPU median, spreads, host time per call; the settings below it."""
         return _text_table([self._row()], _HEADERS, self._settings())
 
     def _repr_html_(self):
@@ -227,11 +229,13 @@ class Comparison:
         return next(iter(self.results.values()))._settings() + " each, round-robin"
 
     def __repr__(self):
+        """One line: each result's GPU median and its time ratio to the baseline (2.0x: twice the baseline's time)."""
         parts = ", ".join(f"{name}: {_fmt_time_ms(r.median_ms)} ({self.ratio(name):.2f}x)"
                           for name, r in self.results.items())
         return f"<Comparison of {len(self.results)} (GPU medians vs {self.baseline}): {parts}>"
 
     def __str__(self):
+        """A table of one row per result with its time ratio to the baseline; the settings below it."""
         return _text_table(self._rows(), self._headers(), self._settings())
 
     def _repr_html_(self):

@@ -111,6 +111,10 @@ class Kernel:
     """
     One kernel of a Program (Program.kernels, Program.kernel()): what the compiler made of it. Read-only; keeps its program alive. To launch it: RawModule.from_program(p).get_function(name).
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Program.kernels and Program.kernel() give Kernels. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Kernel saxpy(float const*, float*, int) regs=16>: name, signature and registers ('?' if unknown).
@@ -139,6 +143,10 @@ class Param:
     """
     One kernel parameter, as the compiler sees it after macros and typedefs. Read-only; made by Signature, never by hand.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Signature.params gives Params. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.
@@ -207,6 +215,10 @@ class Program:
     """
     An immutable compiled program, as returned by compile() and link(). Holds its binary and kernels; safe to share between threads. Pickles as its compile request (a linked one raises TypeError).
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: compile() and link() give Programs. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.
@@ -232,12 +244,12 @@ class Program:
     @property
     def cubin(self) -> bytes:
         """
-        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.
+        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target. The source's own binary: built once more without jitbridge's parameter-type probe on first use (through the kernel cache), so no internal symbol is in it.
         """
     @property
     def fatbin(self) -> bytes:
         """
-        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.
+        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise. Built without the probe, as cubin.
         """
     @property
     def from_cache(self) -> bool:
@@ -252,7 +264,7 @@ class Program:
     @property
     def link_input(self) -> bytes:
         """
-        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs.
+        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs. Built without the probe, as cubin.
         """
     @property
     def link_input_kind(self) -> typing.Any:
@@ -287,7 +299,7 @@ class Program:
     @property
     def ptx(self) -> str:
         """
-        The PTX text when compiled with ptx=True or for a compute_XX target, else ''.
+        The PTX text when compiled with ptx=True or for a compute_XX target, else ''. Built without the probe, as cubin.
         """
     @property
     def templates(self) -> tuple:
@@ -298,6 +310,10 @@ class Resources:
     """
     What ptxas reported for one kernel (read-only; Kernel.resources). known is False for PTX-only builds (compute_XX targets), and every count is 0 then.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Kernel.resources gives Resources. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Resources regs=16 smem=0 lmem=0 cmem=376 spills=0/0 barriers=1>, or <Resources unknown>.
@@ -353,6 +369,10 @@ class Signature:
     def __getitem__(self, index: typing.Any) -> typing.Any:
         """
         The Param at `index` (negative indices count from the end), or a tuple of them for a slice. IndexError out of range, TypeError for other index types.
+        """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Kernel.signature gives Signatures. Raises TypeError.
         """
     def __iter__(self) -> collections.abc.Iterator:
         """
@@ -808,7 +828,8 @@ def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing
     device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
                     False: never.
     
-    Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
+    Returns a linked Program (Program.linked is True); its cubin property is linked once more, on first use, from
+    the programs as their sources alone build them (no jitbridge symbols). Raises LinkError (undefined symbols named,
     demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
     linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
     CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.

@@ -66,8 +66,8 @@ class RawKernel(_core._Kernel):
         return self
 
     def __reduce__(self):
-        # The module (its compile request, or a file's image) and the kernel's name and settings: unpickling
-        # compiles again through the cache (jitbridge/_pickle.py). Kernels of one module share it in one pickle.
+        """Pickles as its module's compile request (or a file's image), its name and settings: unpickling compiles
+        again through the kernel cache. Kernels of one module share it in one pickle."""
         return _pickle.rebuild_kernel, (self._module, self.name, _pickle.kernel_settings(self), type(self))
 
 
@@ -140,7 +140,8 @@ class RawModule:
         return self
 
     def __reduce__(self):
-        # Its compile request (or a file's image bytes), not the binary: see jitbridge/_pickle.py.
+        """Pickles as its compile request (or a file's image bytes), not the binary: unpickling compiles again
+        through the kernel cache."""
         return _pickle.rebuild_raw_module, (self._module, type(self), self._check_args)
 
     @property
@@ -149,6 +150,7 @@ class RawModule:
         return self._module.program
 
     def __repr__(self):
+        """``RawModule(kernels=['saxpy'], arch='sm_90', origin='compiled')``; for a file, its path and image size."""
         program = self._module.program
         if program is not None:
             kernels = [k.name for k in program.kernels]

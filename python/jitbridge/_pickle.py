@@ -90,6 +90,8 @@ def rebuild_raw_module(module_core, cls, check_args=True):
 
 
 def _reduce_program(program):
+    """Pickles a Program as its compile request: unpickling compiles again through the kernel cache (a linked
+    program raises TypeError)."""
     return rebuild_program, (program_state(program),)
 
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "jitbridge/jit.hpp"
+#include "jitbridge/link.hpp"
 
 namespace jitbridge::python {
 
@@ -15,10 +16,22 @@ namespace py = pybind11;
 
 // A compiled program as Python holds it: the C++ Program stays alive as long as any handle does
 // (the cache may drop it meanwhile). program_name is what compile() was given; Program lacks it.
+// What link() was given, kept by its result's handles (the inputs' programs and bytes with them) for output_of.
+struct LinkCall {
+  std::vector<LinkInput> inputs;
+  LinkOptions options;
+};
+
 struct ProgramHandle {
   std::shared_ptr<const Program> program;
   std::string program_name;
+  std::shared_ptr<const LinkCall> link_call;  // link()'s result: how it was linked; null otherwise
 };
+
+// What Program.cubin, .ptx, .fatbin and .link_input show: output_program(h.program), or for link()'s result
+// output_link(h.link_call) (built without the layout probe, through the global cache, with the GIL released, on
+// first use). Throws as compile() and link() do.
+std::shared_ptr<const Program> output_of(const ProgramHandle& h);
 
 // One kernel of a program; keeps the whole program (and so `kernel`) alive.
 struct KernelHandle {

@@ -138,6 +138,43 @@ KERNEL(hidden)(double* x, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] = 1.
   CHECK(p->kernels[0].signature->to_string() == "(double*, unsigned int)");
 }
 
+TEST_CASE("output_program: the same kernels without the layout probe, built once, for the program's target") {
+  const char* src = R"(
+#define KERNEL(name) extern "C" __global__ void name
+KERNEL(hidden)(double* x, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0; }
+template <class T> __global__ void tk(T* x) { x[0] = T(1); }
+)";
+  CompileOptions o = for_arch("sm_80");
+  o.ptx = true;
+  o.name_expressions = {"tk<float>"};
+  auto p = compile(src, o, &memory_cache());
+  REQUIRE(p->kernels.size() == 2);
+  CHECK(p->ptx.find("__jitbridge_layout") != std::string::npos);  // the launched binary holds the probe
+  CHECK(p->cubin.find("__jitbridge_layout") != std::string::npos);
+  const std::size_t compiles = memory_cache().info().compiles;
+  auto out = output_program(p, &memory_cache());
+  CHECK(memory_cache().info().compiles == compiles + 1);
+  CHECK(out->arch == "sm_80");
+  CHECK(out->ptx.find("__jitbridge") == std::string::npos);
+  CHECK(out->cubin.find("__jitbridge") == std::string::npos);
+  REQUIRE(out->kernels.size() == 2);
+  for (const Kernel& k : p->kernels) {
+    CHECK(out->cubin.find(k.lowered_name) != std::string::npos);
+    REQUIRE(k.signature);  // the probed program keeps them
+  }
+  CHECK(out->lowered_name("tk<float>") == p->lowered_name("tk<float>"));
+  CHECK(output_program(p, &memory_cache())->cubin == out->cubin);  // a cache hit (counted below)
+  CHECK(output_program(out, &memory_cache()) == out);                // already without the probe
+  CHECK(memory_cache().info().compiles == compiles + 1);
+  // The probed program's key is unchanged by the flag's existence: compiling again hits it.
+  CHECK(compile(src, o, &memory_cache())->origin == Origin::memory_cache);
+  CHECK(memory_cache().info().compiles == compiles + 1);
+  auto linked_away = std::make_shared<Program>(*p);
+  linked_away->request = nullptr;  // nothing to rebuild from: as is
+  CHECK(output_program(linked_away, &memory_cache()) == linked_away);
+  CHECK_THROWS_AS(output_program(nullptr), std::invalid_argument);
+}
+
 TEST_CASE("a kernel with no parameters and several kernels in one program") {
   const char* src = R"(
 extern "C" __global__ void first() {}

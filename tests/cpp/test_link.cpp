@@ -348,3 +348,22 @@ TEST_CASE("module loading refuses unlinked relocatable code before asking the dr
   auto lto_caller = build(kCaller, {"-dlto"});
   CHECK_THROWS_WITH(Module::from_program(lto_caller), Catch::Contains("is not linked"));
 }
+
+TEST_CASE("output_link: the same link from the programs without the layout probe; link() keeps what launches") {
+  const std::vector<std::string> dc = {"-dc"};
+  auto caller = build(kCaller, dc);
+  auto callee = build(std::string(kCallee) + "// output_link\n", dc);
+  const std::vector<LinkInput> inputs = {LinkInput::from_program(caller), LinkInput::from_program(callee)};
+  auto linked = link(inputs, {}, &memory_cache());
+  CHECK(linked->cubin.find("__jitbridge_layout") != std::string::npos);  // the programs as compiled
+  CHECK(kernel_named(*linked, "apply").signature);
+  auto out = output_link(inputs, {}, &memory_cache());
+  CHECK(out->linked);
+  CHECK(out->arch == linked->arch);
+  CHECK(out->cubin.find("__jitbridge") == std::string::npos);
+  CHECK(out->cubin.find(kernel_named(*linked, "apply").lowered_name) != std::string::npos);
+  const std::uint64_t links = memory_cache().info().links, compiles = memory_cache().info().compiles;
+  CHECK(output_link(inputs, {}, &memory_cache())->cubin == out->cubin);  // hits only
+  CHECK(memory_cache().info().links == links);
+  CHECK(memory_cache().info().compiles == compiles);
+}

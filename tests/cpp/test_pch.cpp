@@ -284,5 +284,15 @@ TEST_CASE("pch: directories left by processes that are gone are removed, live on
     ::unlink((d + "/p0.pch").c_str());
     ::rmdir(d.c_str());
   }
+  // A symlink in a gone process's name (someone else's doing) is not followed: what it points at keeps its files.
+  const std::string victim = tmp + "/victim";
+  REQUIRE(::mkdir(victim.c_str(), 0700) == 0);
+  spit(victim + "/keep.txt", "mine");
+  REQUIRE(::symlink(victim.c_str(), gone.c_str()) == 0);
+  detail::pch_remove_orphans(tmp);
+  CHECK(::stat((victim + "/keep.txt").c_str(), &st) == 0);
+  ::unlink(gone.c_str());
+  ::unlink((victim + "/keep.txt").c_str());
+  ::rmdir(victim.c_str());
   ::rmdir(tmp.c_str());
 }

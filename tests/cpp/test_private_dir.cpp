@@ -313,3 +313,29 @@ TEST_CASE("private dir: an entry or lock file owned by another user is never use
   CHECK(calls == 0);
   CHECK_FALSE(waited);
 }
+
+TEST_CASE("private dir: the check runs once per cache, not per hit (a hit costs what it did)") {
+  TempDir t("private");
+  const std::string dir = t.file("cache");
+  {
+    Cache writer(CacheConfig{true, dir, 1 << 30});
+    writer.impl().store("a", record_with("first"));
+    writer.impl().store("b", record_with("second"));
+  }
+  CapturedWarnings warnings;
+  Cache cache(CacheConfig{true, dir, 1 << 30});
+  REQUIRE(cache.impl().lookup("a"));  // the first use checks the directory, and it passes
+  // Opened up afterwards: a check per lookup would now refuse the directory. None runs, so the disk hit stands.
+  REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+  std::shared_ptr<const Program> b = cache.impl().lookup("b");
+  REQUIRE(b);
+  CHECK(b->origin == Origin::disk_cache);
+  CHECK(cache.info().disk);
+  CHECK(warnings.messages.empty());
+  // A new cache (a new process) checks again and refuses it.
+  Cache next(CacheConfig{true, dir, 1 << 30});
+  CHECK_FALSE(next.impl().lookup("b"));
+  CHECK_FALSE(next.info().disk);
+  CHECK(warnings.messages.size() == 1);
+  ::chmod(dir.c_str(), 0700);
+}

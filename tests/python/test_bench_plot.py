@@ -172,3 +172,40 @@ def test_plot_with_only_some_tables_and_errors(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("JITBRIDGE_BENCH_JSON", raising=False)
     assert plot.main([]) == 0
     assert plot.main([str(tmp_path / "missing.json")]) == 1
+
+
+def test_the_legend_names_the_peers_and_floors_the_chart_shows():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r[0] for r in COMPILE_ROWS] + ["cuda.core Program.compile + get_kernel, fresh process"]
+    fig = plt.figure()
+    plot._kinds_legend(fig, {plot._kind(label) for label in labels}, labels)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "jitbridge", "other libraries (CuPy, cuda.core)", "floor: NVRTC called directly"]
+    plt.close(fig)
+
+
+def test_value_labels_end_inside_the_axes():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for log in (False, True):
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.barh([0, 1], [1.0, 100.0])
+        if log:
+            ax.set_xscale("log")
+        labels = [ax.text(v, y, " a long value label, 27.57x the time of the baseline", va="center")
+                  for y, v in ((0, 1.0), (1, 100.0))]
+        fig.canvas.draw()
+        assert max(t.get_window_extent().x1 for t in labels) > ax.get_window_extent().x1  # crossing the frame
+        plot._fit_labels(fig, ax, labels)
+        fig.canvas.draw()
+        assert max(t.get_window_extent().x1 for t in labels) <= ax.get_window_extent().x1, log
+        plt.close(fig)

@@ -196,3 +196,41 @@ for w in caught:
     open_tmp.chmod(0o1777)  # as /tmp: traced, cached
     r = run_python(code, TMPDIR=open_tmp)
     assert r.stdout.splitlines() == ["compiled memory (float*)"], r.stdout + r.stderr
+
+
+def test_precompiled_headers_are_not_kept_under_an_open_tmpdir(run_python, tmp_path):
+    # Three cub kernels after one #include: the second makes a PCH of the header prefix, the third uses it, under a
+    # TMPDIR that is safe (sticky, as /tmp); under one that others can rename things in, none is made there.
+    open_tmp = tmp_path / "open-tmp"
+    open_tmp.mkdir()
+    code = r"""
+import os, warnings, jitbridge
+head = '#include <cub/block/block_reduce.cuh>\n'
+body = ('extern "C" __global__ void k%d(float* x) { using R = cub::BlockReduce<float, 32>; '
+        '__shared__ typename R::TempStorage t; float s = R(t).Sum(x[threadIdx.x]); if (threadIdx.x == 0) x[0] = s; }')
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    programs = [jitbridge.compile(head + body % n, arch='sm_90') for n in (1, 2, 3)]
+print([str(p.kernels[0].signature) for p in programs])
+tmp = os.environ['TMPDIR']
+made = sorted(os.listdir(tmp))
+print(sorted(name.split('-')[1] for name in made))
+print(sum(f.endswith('.pch') for d in made if d.startswith('jitbridge-pch-') for f in os.listdir(os.path.join(tmp, d))))
+for w in caught:
+    print(w.category.__name__, '|', w.message)
+"""
+    open_tmp.chmod(0o1777)
+    safe = run_python(code, TMPDIR=open_tmp)
+    assert safe.returncode == 0, safe.stderr
+    assert safe.stdout.splitlines()[:2] == ["['(float*)', '(float*)', '(float*)']", "['pch', 'trace']"], safe.stdout
+    assert int(safe.stdout.splitlines()[2]) >= 1  # the PCH file, while the process runs
+    assert list(open_tmp.iterdir()) == []  # both directories go at exit
+    open_tmp.chmod(0o777)
+    fresh_cache = tmp_path / "fresh-cache"  # the first run's entries would spare this one every compile
+    fresh_cache.mkdir(mode=0o700)
+    r = run_python(code, TMPDIR=open_tmp, JITBRIDGE_CACHE_DIR=fresh_cache)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[:3] == ["['(float*)', '(float*)', '(float*)']", "[]", "0"], r.stdout
+    assert len(lines) == 4 and lines[3].startswith(f"RuntimeWarning | NVRTC's header traces cannot be kept in {open_tmp}")
+    assert list(open_tmp.iterdir()) == []

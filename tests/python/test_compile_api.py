@@ -345,7 +345,6 @@ def test_cache_info_memory_hits_and_clear():
     assert (first.origin, first.from_cache) == ("compiled", False)
     second = jitbridge.compile(src, arch="sm_90")
     assert (second.origin, second.from_cache) == ("memory", True)
-    assert second.cubin == first.cubin
     after = jitbridge.cache_info()
     assert after["entries"] >= 1 and after["bytes"] > 0 and after["memory_entries"] >= 1
     assert after["compiles"] == info["compiles"] + 1  # the miss ran NVRTC, the memory hit did not
@@ -356,6 +355,9 @@ def test_cache_info_memory_hits_and_clear():
     assert jitbridge.compile(src, arch="sm_90").origin == "compiled"
     assert jitbridge.cache_info()["compiles"] == info["compiles"] + 2  # counted since start, not reset by clear
     assert jitbridge.cache_clear() == 1
+    # The bytes users get: built once more, without the layout probe (test_output_symbols.py), for both.
+    assert second.cubin == first.cubin
+    assert jitbridge.cache_info()["compiles"] == info["compiles"] + 3
 
 
 def test_a_user_pch_is_cached_in_memory_and_on_disk_and_writes_no_pch_files(run_python, tmp_path):

@@ -79,3 +79,21 @@ def test_unlinked_code_is_refused_with_a_clear_message(gpu, torch, tmp_path):
     path.write_bytes(caller.link_input)
     with pytest.raises(ValueError, match="relocatable"):
         jitbridge.RawModule(path=path).get_function("_Z5applyPKfPfii")(1, 8, (x, y, 8, 2))
+
+
+@pytest.mark.parametrize("flag", ["-dlto", "-dc"])
+def test_the_probe_free_cubin_users_get_from_a_link_loads_and_runs(gpu, torch, tmp_path, flag):
+    # Program.cubin of a link is linked again from the programs without jitbridge's layout probe
+    # (test_output_symbols.py): that image, as a file, must load and compute the same.
+    n = 2053
+    k = int(np.random.default_rng().integers(2, 50))
+    x = torch.randn(n, device="cuda", dtype=torch.float32)
+    y = torch.full((n,), float("nan"), device="cuda", dtype=torch.float32)
+    linked = jitbridge.link(jitbridge.compile(CALLER, options=[flag]), jitbridge.compile(CALLEE, options=[flag]))
+    path = tmp_path / "linked.cubin"
+    path.write_bytes(linked.cubin)
+    assert b"__jitbridge" not in path.read_bytes()
+    apply = jitbridge.RawModule(path=path).get_function(linked.kernel("apply").lowered_name)
+    apply((n + 255) // 256, 256, (x, y, n, k))
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(y.cpu().numpy(), x.cpu().numpy() * k + 1.0, rtol=1e-6, atol=1e-5)

@@ -48,17 +48,26 @@ def _doc_without_signature(obj, name):
     return doc.strip()
 
 
+# What help() lists under "Methods defined here" besides the public names (CPython's "Return repr(self)." otherwise).
+SHOWN_DUNDERS = ("__repr__", "__str__", "__reduce__")
+TORCH_CLASSES = {o for _, o in _public(jitbridge.torch) if inspect.isclass(o)}
+# Classes whose __init__ is still pybind11's "Initialize self" (not constructible by hand): the interop ones.
+UNDOCUMENTED_INIT = {jitbridge.ArrayView, jitbridge.Tensor}
+
+
 def _members(cls):
     """(name, raw attribute) of the public members a class defines or inherits from jitbridge's own classes."""
     out = []
     for name in dir(cls):
-        if name.startswith("_") and name not in ("__init__", "__getitem__", "__call__"):
+        if name.startswith("_") and name not in ("__init__", "__getitem__", "__call__") + SHOWN_DUNDERS:
             continue
+        if name in SHOWN_DUNDERS and cls in TORCH_CLASSES:
+            continue  # dataclass reprs there; docs/TORCH.md documents those classes
         owner = next((k for k in cls.__mro__ if name in vars(k)), None)
         if owner is None or owner.__module__ in ("builtins",) or owner.__module__.startswith("pybind11"):
             continue
-        if name == "__init__" and not inspect.isfunction(vars(owner)["__init__"]):
-            continue  # not constructible by hand (made by functions), or the exception's own
+        if name == "__init__" and owner in UNDOCUMENTED_INIT:
+            continue
         out.append((name, inspect.getattr_static(cls, name)))
     return out
 
@@ -268,3 +277,14 @@ def test_error_stubs_name_every_attribute():
             jitbridge.DriverError: jitbridge.DriverError("x"), jitbridge.LaunchError: jitbridge.LaunchError("x")}
     for cls, instance in made.items():
         assert set(vars(instance)) <= _class_members(errors[cls.__name__]), cls.__name__
+
+
+@pytest.mark.parametrize("cls, maker", [("Program", "compile() and link()"), ("Kernel", "Program.kernels"),
+                                        ("Signature", "Kernel.signature"), ("Param", "Signature.params"),
+                                        ("Resources", "Kernel.resources")])
+def test_classes_made_by_others_say_what_gives_them(cls, maker):
+    t = getattr(jitbridge, cls)
+    with pytest.raises(TypeError, match=rf"^jitbridge\.{cls} is not made directly: {re.escape(maker)}"):
+        t()
+    text = pydoc.render_doc(t, renderer=pydoc.plaintext)
+    assert "Initialize self" not in text and f"Not made directly: {maker}" in text

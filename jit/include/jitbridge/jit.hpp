@@ -34,6 +34,10 @@ struct CompileOptions {
   std::string arch;
   bool ptx = false;                       // also keep the PTX text
   std::string program_name = "kernel.cu"; // the file name diagnostics refer to
+  // false: compile the source alone, without the layout probe compile() appends to learn the kernels'
+  // parameter types (its __jitbridge_* symbols are then not in the binary, and kernels have no
+  // signature). For output handed to users; output_program() sets it.
+  bool layout_probe = true;
 };
 
 // What compile() was asked: all it takes to build the same program again, for another target or in
@@ -188,6 +192,14 @@ class Cache;
 // std::invalid_argument for a malformed arch. Thread-safe.
 std::shared_ptr<const Program> compile(std::string_view source, const CompileOptions& options,
                                        Cache* cache = nullptr);
+
+// `program` as NVRTC builds it from its request alone, without the layout probe (CompileOptions::
+// layout_probe): what a user gets as a file or as bytes (the CLI's -o and --ptx, Program.cubin & co. in
+// Python), free of jitbridge's internal symbols. Built through `cache` (nullptr: Cache::global()) under
+// its own key on first use, for the same target; a fat binary is rebuilt target by target. Launching
+// never needs it. A program without a request (link()'s result, a raw image) or already built without
+// the probe is returned as is. Throws as compile() and compile_fatbin() do. Thread-safe.
+std::shared_ptr<const Program> output_program(std::shared_ptr<const Program> program, Cache* cache = nullptr);
 
 // The target used when CompileOptions::arch is empty: the current GPU's "sm_XY" if a
 // driver and a GPU are present, else $JITBRIDGE_ARCH, else kDefaultArch.

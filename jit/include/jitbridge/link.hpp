@@ -83,6 +83,13 @@ class LinkError : public std::runtime_error {
 std::shared_ptr<const Program> link(const std::vector<LinkInput>& inputs, const LinkOptions& options = {},
                                     Cache* cache = nullptr);
 
+// link()'s result as users are handed it (jitbridge/jit.hpp, output_program()): the same link with each program
+// input as output_program() builds it, so that no __jitbridge probe symbol of the inputs is in the cubin (link()'s
+// own result keeps them: it links the programs as launched). Kernels without signatures. Through `cache`, under
+// keys of their own; throws as link() and compile() do. Launching never needs it.
+std::shared_ptr<const Program> output_link(const std::vector<LinkInput>& inputs, const LinkOptions& options = {},
+                                           Cache* cache = nullptr);
+
 // Whether `image` is a relocatable ELF cubin (ET_REL: compiled with -rdc=true / -dc and not linked),
 // which the driver cannot load. Never throws.
 bool is_relocatable_cubin(std::string_view image) noexcept;

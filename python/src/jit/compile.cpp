@@ -149,7 +149,7 @@ ProgramHandle compile_py(const SourceArg& code, const StrSequenceArg& options, c
     py::gil_scoped_release release;
     program = fat ? compile_fatbin(source, o, fat_targets) : compile(source, o);
   }
-  return ProgramHandle{std::move(program), o.program_name};
+  return ProgramHandle{std::move(program), o.program_name, nullptr};
 }
 
 }  // namespace

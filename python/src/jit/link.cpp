@@ -102,7 +102,9 @@ ProgramHandle link_py(const py::args& inputs, const py::object& arch, const py::
     py::gil_scoped_release release;
     program = link(in, o);
   }
-  return ProgramHandle{std::move(program), name.empty() ? std::string("linked") : name};
+  // Kept for Program.cubin & co. (output_of): the inputs moved, not copied; alive as long as the result's handles.
+  auto call = std::make_shared<LinkCall>(LinkCall{std::move(in), std::move(o)});
+  return ProgramHandle{std::move(program), name.empty() ? std::string("linked") : name, std::move(call)};
 }
 
 void raise_link_error(const LinkError& e) noexcept {
@@ -151,7 +153,8 @@ options         more nvJitLink options: ['-O3'], ['-lineinfo'], ['-maxrregcount=
 device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
                 False: never.
 
-Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
+Returns a linked Program (Program.linked is True); its cubin property is linked once more, on first use, from
+the programs as their sources alone build them (no jitbridge symbols). Raises LinkError (undefined symbols named,
 demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
 linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
 CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.)");
@@ -164,11 +167,11 @@ CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL 
                        py::none(), py::none(),
                        "True when the binary is nvJitLink's output (a -dc/-rdc/-dlto program, or link()'s result)."));
   py::setattr(cls, "link_input",
-              property(py::cpp_function(initialised([](const ProgramHandle& h) { return py::bytes(h.program->link_input); }),
+              property(py::cpp_function(initialised([](const ProgramHandle& h) { return py::bytes(output_of(h)->link_input); }),
                                         py::is_method(cls)),
                        py::none(), py::none(),
                        "What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the "
-                       "LTO-IR (-dlto); b'' for other programs."));
+                       "LTO-IR (-dlto); b'' for other programs. Built without the probe, as cubin."));
   py::setattr(cls, "link_input_kind",
               property(py::cpp_function(initialised([](const ProgramHandle& h) -> py::object {
                                           if (h.program->link_input.empty()) return py::none();

@@ -105,6 +105,17 @@ std::string kernel_repr(const Kernel& k) {
 
 }  // namespace
 
+std::shared_ptr<const Program> output_of(const ProgramHandle& h) {
+  if (h.link_call) {
+    py::gil_scoped_release release;
+    return output_link(h.link_call->inputs, h.link_call->options);
+  }
+  const CompileRequest* request = h.program->request.get();
+  if (!request || !request->options.layout_probe) return h.program;
+  py::gil_scoped_release release;
+  return output_program(h.program);
+}
+
 void bind_program(py::module_& m) {
   public_class(py::class_<Param>(m, "Param", "One kernel parameter, as the compiler sees it after macros and typedefs. "
                                               "Read-only; made by Signature, never by hand."))
@@ -221,12 +232,16 @@ void bind_program(py::module_& m) {
                              "The target actually used: 'sm_90'.")
       .def_property_readonly("program_name", initialised([](const ProgramHandle& h) { return text(h.program_name); }),
                              "The file name given to compile() (diagnostics refer to it).")
-      .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->cubin); }),
-                             "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.")
-      .def_property_readonly("fatbin", initialised([](const ProgramHandle& h) { return py::bytes(h.program->fatbin); }),
-                             "The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.")
-      .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(h.program->ptx); }),
-                             "The PTX text when compiled with ptx=True or for a compute_XX target, else ''.")
+      .def_property_readonly("cubin", initialised([](const ProgramHandle& h) { return py::bytes(output_of(h)->cubin); }),
+                             "The CUBIN (ELF) image; b'' for a virtual (compute_XX) target. The source's own "
+                             "binary: built once more without jitbridge's parameter-type probe on first use "
+                             "(through the kernel cache), so no internal symbol is in it.")
+      .def_property_readonly("fatbin", initialised([](const ProgramHandle& h) { return py::bytes(output_of(h)->fatbin); }),
+                             "The fat binary of compile(arch=[...]) (one image per target); b'' otherwise. "
+                             "Built without the probe, as cubin.")
+      .def_property_readonly("ptx", initialised([](const ProgramHandle& h) { return text(output_of(h)->ptx); }),
+                             "The PTX text when compiled with ptx=True or for a compute_XX target, else ''. "
+                             "Built without the probe, as cubin.")
       .def_property_readonly("log", initialised([](const ProgramHandle& h) { return text(h.program->log); }),
                              "NVRTC's warnings ('' when there were none).")
       .def_property_readonly(
@@ -292,6 +307,32 @@ void bind_program(py::module_& m) {
                                 p.kernels.size(), p.kernels.size() == 1 ? "" : "s", kernel_names(p),
                                 origin_name(p.origin)));
       }), "<Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.");
+
+  // help() on these classes shows their own __init__: what gives them, instead of Python's "Initialize self"
+  // boilerplate (and instead of pybind11's "No constructor defined!" when called).
+  struct Maker {
+    const char* name;
+    const char* by;   // what gives them
+    const char* doc;  // the same, for help()
+  };
+  static constexpr Maker makers[] = {
+      {"Program", "compile() and link() give Programs",
+       "Not made directly: compile() and link() give Programs. Raises TypeError."},
+      {"Kernel", "Program.kernels and Program.kernel() give Kernels",
+       "Not made directly: Program.kernels and Program.kernel() give Kernels. Raises TypeError."},
+      {"Signature", "Kernel.signature gives Signatures",
+       "Not made directly: Kernel.signature gives Signatures. Raises TypeError."},
+      {"Param", "Signature.params gives Params", "Not made directly: Signature.params gives Params. Raises TypeError."},
+      {"Resources", "Kernel.resources gives Resources",
+       "Not made directly: Kernel.resources gives Resources. Raises TypeError."},
+  };
+  for (const Maker& maker : makers) {
+    py::object cls = m.attr(maker.name);
+    const std::string message = fmt::format("jitbridge.{} is not made directly: {}", maker.name, maker.by);
+    py::setattr(cls, "__init__",
+                py::cpp_function([message](py::handle, py::args, py::kwargs) { throw py::type_error(message); },
+                                 py::name("__init__"), py::is_method(cls), py::doc(maker.doc)));
+  }
 }
 
 }  // namespace jitbridge::python
