@@ -72,11 +72,12 @@ ArrayView copy_to_host(const DeviceTensor& t, CUstream stream) {
   return out;
 }
 
-DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream) {
+DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream,
+                            const DeviceAllocator* allocator) {
   if (src.device.device_type != kDLCPU && src.device.device_type != kDLCUDAHost)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("the array is in {} memory, not host memory", device_name(src.device)));
-  DeviceTensor out = DeviceTensor::empty(src.shape, src.dtype, device, stream);
+  DeviceTensor out = DeviceTensor::empty(src.shape, src.dtype, device, stream, allocator);
   const std::size_t bytes = out.nbytes();
   if (bytes == 0) return out;
   std::unique_ptr<HostBuffer> gathered;

@@ -38,9 +38,11 @@ ArrayView copy_to_host(const DeviceTensor& t, CUstream stream);
 // kDLCUDAHost; any strides, gathered C-contiguous first when it is not), allocated and copied in order
 // on `stream` (cuMemcpyHtoDAsync; the tensor keeps stream.keepalive as its allocation stream), which the host then waits for (cuStreamSynchronize): a source in
 // pinned memory is read by the DMA after the call returns, and the caller may change or free `src`
-// as soon as this returns. Touches no Python object (callable without the GIL).
+// as soon as this returns. The memory comes from `allocator`, else the one that applies on this thread
+// (allocate_buffer). Touches no Python object itself (callable without the GIL; a Python allocator takes it).
 // Throws InteropError(value) for a source that is not host memory or a dtype without whole-byte
 // items, and what DeviceTensor::empty and the driver throw.
-DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream);
+DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream,
+                            const DeviceAllocator* allocator = nullptr);
 
 }  // namespace jitbridge

@@ -1,0 +1,19 @@
+// allocators.hpp — Python objects with allocate(size, stream) / deallocate(ptr, size, stream) (cuda.core's
+// MemoryResource shape) as jitbridge's DeviceAllocator, and the allocator= argument of the output functions.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bindings.hpp"
+#include "jitbridge/device_allocator.hpp"
+
+namespace jitbridge::python {
+
+// The DeviceAllocator for an `allocator=` argument (`arg` names it in errors, "empty(allocator)"): null for None
+// (the allocator that applies now). Throws TypeError when the object lacks allocate/deallocate. GIL held.
+std::shared_ptr<DeviceAllocator> allocator_argument(py::handle allocator, const char* arg);
+
+void bind_allocators(py::module_& m);
+
+}  // namespace jitbridge::python
