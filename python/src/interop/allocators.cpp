@@ -125,7 +125,7 @@ class PyAllocator final : public DeviceAllocator {
     else if (size && *size < bytes)
       problem = fmt::format("a buffer of {} bytes", *size);
     if (!problem.empty()) {
-      deallocate_now(a, *ptr, bytes, s);  // what it gave goes back (a null address too: the allocator decides)
+      if (*ptr) deallocate_now(a, *ptr, bytes, s);  // what it gave goes back
       throw std::invalid_argument(fmt::format("{} returned {}; asked for {} bytes", call, problem, bytes));
     }
     std::shared_ptr<void> keep = python_keepalive(result.ptr());  // dropped after deallocate()
