@@ -102,7 +102,10 @@ class RmmAllocator:
     def __init__(self, mr=None):
         self.mr = mr
 
-    def _stream(self, rmm, stream):
+    @staticmethod
+    def _stream(stream):
+        """RMM's Stream for a protocol int: its default-stream constants, else a wrapper of the handle (through
+        __cuda_stream__ where this RMM takes it, else a CuPy or Numba external stream, which older RMMs take)."""
         streams = None
         for name in ("rmm.pylibrmm.stream", "rmm._cuda.stream"):
             try:
@@ -114,12 +117,25 @@ class RmmAllocator:
             raise ImportError("jitbridge.allocators.RmmAllocator: this RMM has no stream module "
                               "(rmm.pylibrmm.stream or rmm._cuda.stream)")
         if stream == 1:
-            return streams.DEFAULT_STREAM
-        return streams.Stream(_StreamHandle(stream))
+            return getattr(streams, "LEGACY_DEFAULT_STREAM", streams.DEFAULT_STREAM)
+        if stream == 2 and hasattr(streams, "PER_THREAD_DEFAULT_STREAM"):
+            return streams.PER_THREAD_DEFAULT_STREAM
+        try:
+            return streams.Stream(_StreamHandle(stream))
+        except TypeError:
+            pass
+        for wrap in (lambda: importlib.import_module("cupy").cuda.ExternalStream(stream),
+                     lambda: importlib.import_module("numba.cuda").external_stream(stream)):
+            try:
+                return streams.Stream(wrap())
+            except (ImportError, TypeError):
+                continue
+        raise TypeError(f"jitbridge.allocators.RmmAllocator: this RMM cannot wrap stream {stream:#x} (it takes "
+                        f"__cuda_stream__ objects in newer versions, CuPy or Numba streams in older ones)")
 
     def allocate(self, size, stream):
         rmm = _framework("rmm")
-        kwargs = {"size": size, "stream": self._stream(rmm, stream)}
+        kwargs = {"size": size, "stream": self._stream(stream)}
         if self.mr is not None:
             kwargs["mr"] = self.mr
         return rmm.DeviceBuffer(**kwargs)
