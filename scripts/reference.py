@@ -15,6 +15,8 @@ import types
 # The modules of the API reference, in order, with what each is about. jitbridge.torch imports without torch.
 MODULES = [
     ("jitbridge", "Compile CUDA C++, inspect the result, launch kernels on arrays from any framework."),
+    ("jitbridge.allocators", "Where jitbridge's own Tensors get their memory: the allocator protocol, scopes, and "
+                             "adapters for CuPy, RMM and torch (imported only when they allocate)."),
     ("jitbridge.torch", "PyTorch ops and autograd Functions run by jitbridge kernels (docs/TORCH.md)."),
     ("jitbridge.ipython", "The %%cuda_kernel cell magic (%load_ext jitbridge)."),
 ]

@@ -13,7 +13,8 @@ from jitbridge import LinkError
 from jitbridge import NoDriverError
 from jitbridge import NvrtcError
 import typing
-__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'asarray', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'link', 'nvrtc_library', 'nvrtc_version', 'synchronize', 'toolkit_include_dirs', 'zeros']
+import typing_extensions
+__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'asarray', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'get_allocator', 'link', 'nvrtc_library', 'nvrtc_version', 'set_allocator', 'synchronize', 'toolkit_include_dirs', 'zeros']
 class ArrayView:
     """
     A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
@@ -640,6 +641,10 @@ class _Module:
         """
         The compiled Program, or None for a module loaded from a file.
         """
+def _context_device() -> int:
+    """
+    The device whose context is current on this thread (0 when none): inside allocate(), the tensor's device.
+    """
 def _cuda_search() -> dict:
     """
     Where this process's CUDA components came from (runs the searches, loading NVRTC and nvJitLink, once):
@@ -649,6 +654,10 @@ def _cuda_search() -> dict:
     note, error (an explicit setting that is wrong) and tried (the places tried before, each a dict of rule,
     path, why). Never raises for what is missing.
     """
+def _enter_allocator_scope(allocator: typing.Any) -> typing_extensions.CapsuleType:
+    ...
+def _exit_allocator_scope(token: typing_extensions.CapsuleType) -> None:
+    ...
 def _inherit_vectorcall(cls: typing.Any, base: typing.Any) -> None:
     """
     Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).
@@ -680,7 +689,7 @@ def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
     Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
     or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.
     """
-def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None) -> typing.Any:
+def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     A new jitbridge.Tensor holding a copy of the host array x (numpy.ndarray, anything with
     __dlpack__ in host memory, or a buffer such as array.array; any strides).
@@ -688,7 +697,7 @@ def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None)
     device: None (the current CUDA device), an ordinal or 'cuda:N'. The memory is allocated and
     the copy queued on `stream` (None: the legacy default stream), and the host waits for the copy
     before returning, so x may change at once. A jitbridge.Tensor on that device comes back as it
-    is. ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
+    is. allocator: as for empty(). ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
     objects that are not arrays or dtypes jitbridge does not know; NoDriverError without a driver.
     """
 def cache_clear() -> int:
@@ -751,7 +760,7 @@ def driver_info() -> dict:
              total_memory (bytes).
     Raises DriverError if the driver fails while being asked about its devices.
     """
-def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None) -> typing.Any:
+def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     An uninitialised array.
     
@@ -762,11 +771,16 @@ def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
     framework allocates it (torch's caching allocator, on torch's current stream) and an object of
     that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
-    framework's stream. dtype: 'float32', 'bfloat16', numpy or torch dtypes...
+    framework's stream (allocator= is then a TypeError). dtype: 'float32', 'bfloat16', numpy or
+    torch dtypes...
+    allocator: where a jitbridge.Tensor's memory comes from for this call (None: the allocator that
+    applies now, jitbridge.get_allocator(); jitbridge.allocators says how it is called). It is
+    asked for the bytes on `stream`, and its deallocate(ptr, size, stream) gets the same stream
+    when the tensor goes, after every stream the tensor was handed to.
     Raises TypeError/ValueError for bad arguments, NoDriverError without a driver, DriverError when
     the allocation fails.
     """
-def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = None) -> typing.Any:
+def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     An uninitialised C-contiguous array with x's shape, device and dtype (or `dtype`).
     
@@ -774,7 +788,8 @@ def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = Non
     own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
     on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
     current stream, else the legacy default stream), which the tensor keeps alive (the stream= object,
-    x's own, CuPy's current Stream). ValueError for host arrays of other frameworks.
+    x's own, CuPy's current Stream), from `allocator` as empty() says. ValueError for host arrays of
+    other frameworks.
     """
 def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strides: typing.Any = None, owner: typing.Any = None, readonly: bool = False, stream: typing.Any = None) -> jitbridge.ArrayView:
     """
@@ -788,6 +803,11 @@ def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typi
     while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
     device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
     device or strides (each naming the argument).
+    """
+def get_allocator() -> typing.Any:
+    """
+    The allocator jitbridge's Tensors come from on this thread now: the innermost using_allocator()
+    scope's, else the one set_allocator() made process-wide; None for jitbridge's own pool.
     """
 def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing.Any = (), device_runtime: typing.Any = None) -> jitbridge.Program:
     """
@@ -816,6 +836,16 @@ def nvrtc_version() -> tuple[int, int]:
     """
     NVRTC's version as (major, minor). Raises CudaNotFoundError when no NVRTC 13 was found.
     """
+def set_allocator(allocator: typing.Any) -> typing.Any:
+    """
+    Makes `allocator` the process-wide allocator of jitbridge's own Tensors; returns the previous one.
+    
+    allocator: None (jitbridge's stream-ordered pool, cuMemAllocAsync) or an object with
+    allocate(size, stream) and deallocate(ptr, size, stream) (cuda.core's MemoryResource shape;
+    jitbridge.allocators has adapters for CuPy, RMM and torch). Every thread without a
+    using_allocator() scope uses it, and so do the C interface's alloc_async / free_async. See
+    jitbridge.allocators for the protocol. TypeError when the object lacks those methods.
+    """
 def synchronize(device: typing.Any = None) -> None:
     """
     Wait for all work on a device (None: the current one; else an ordinal), every stream of it; the GIL is released while waiting. Raises LaunchError naming the last kernel if a kernel faulted, TypeError/ValueError for a device that is not an ordinal of this machine, NoDriverError without a driver.
@@ -824,7 +854,7 @@ def toolkit_include_dirs() -> list:
     """
     The CUDA include directories added to every compile (cuda_fp16.h, cuda/std/...: from NVRTC's place, a wheel or a toolkit; see python -m jitbridge doctor); [] if none was found.
     """
-def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None) -> typing.Any:
+def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).
     """

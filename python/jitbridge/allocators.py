@@ -31,12 +31,13 @@ import contextlib
 import importlib
 
 from . import _core
+from ._bounded import bounded as _bounded
 
 __all__ = ["set_allocator", "get_allocator", "using_allocator", "current_device", "CupyAllocator", "RmmAllocator",
            "TorchAllocator"]
 
-set_allocator = _core.set_allocator
-get_allocator = _core.get_allocator
+set_allocator = _bounded(_core.set_allocator)
+get_allocator = _bounded(_core.get_allocator)
 
 
 @contextlib.contextmanager
@@ -70,6 +71,8 @@ class CupyAllocator:
     when jitbridge drops CuPy's MemoryPointer, after deallocate."""
 
     def allocate(self, size, stream):
+        """A cupy.cuda.MemoryPointer of `size` bytes on the current device, allocated with `stream` as CuPy's
+        current stream. ImportError without CuPy; what CuPy raises (OutOfMemoryError)."""
         cupy = _framework("cupy")
         handle = 0 if stream == 1 else stream   # CuPy writes the legacy default stream 0
         with cupy.cuda.Device(current_device()):
@@ -100,6 +103,7 @@ class RmmAllocator:
     allocation), on the requested stream; freed on that stream when jitbridge drops it, after deallocate."""
 
     def __init__(self, mr=None):
+        """mr: an rmm.mr memory resource, or None for the current device resource at each allocation."""
         self.mr = mr
 
     @staticmethod
@@ -134,6 +138,7 @@ class RmmAllocator:
                         f"__cuda_stream__ objects in newer versions, CuPy or Numba streams in older ones)")
 
     def allocate(self, size, stream):
+        """An rmm.DeviceBuffer of `size` bytes on `stream`. ImportError without RMM; what RMM raises."""
         rmm = _framework("rmm")
         kwargs = {"size": size, "stream": self._stream(stream)}
         if self.mr is not None:
@@ -153,10 +158,13 @@ class TorchAllocator:
     stream, whose reuse torch orders as for its tensors."""
 
     def allocate(self, size, stream):
+        """The address of `size` bytes from torch's caching allocator on the current device and `stream`.
+        ImportError without torch; what torch raises (torch.cuda.OutOfMemoryError)."""
         torch = _framework("torch")
         return torch.cuda.caching_allocator_alloc(size, current_device(), 0 if stream == 1 else stream)
 
     def deallocate(self, ptr, size, stream):
+        """Gives `ptr` back to torch's cache (torch orders its reuse after the allocation stream's work)."""
         _framework("torch").cuda.caching_allocator_delete(ptr)
 
     def __repr__(self):
