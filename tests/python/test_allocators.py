@@ -196,6 +196,14 @@ try:
     jb.zeros(10, "float32", allocator=Raising())
 except MemoryError as e:
     out["raised"] = str(e)
+try:
+    jb.asarray(np.zeros(10, np.float32), allocator=Raising())   # the upload allocates with the GIL held
+except MemoryError as e:
+    out["raised_upload"] = str(e)
+try:
+    jb.asarray(np.zeros(10, np.float32), allocator=cases["misaligned"])
+except ValueError as e:
+    out["upload_garbage"] = str(e)
 
 class OtherDevice(Recording):
     device_id = 1
@@ -241,10 +249,12 @@ print(json.dumps(out))
     for name in ("negative", "huge"):
         assert e[name][0] == "ValueError" and "not a device address" in e[name][1], e[name]
     assert e["null"][0] == "ValueError" and "null address" in e["null"][1] and e["null"][2] == []
-    assert "not aligned to 256 bytes" in e["misaligned"][1] and e["misaligned"][2] == [[0x7f0000000008, 1000]]
+    assert "not aligned to 256 bytes" in e["misaligned"][1]
+    assert e["misaligned"][2] == [[0x7f0000000008, 1000], [0x7f0000000008, 40]]   # and the upload's below
     assert "wrap around" in e["wraps"][1] and e["wraps"][2] == [[(1 << 64) - 256, 1000]]
     assert "a buffer of 999 bytes" in e["small_buffer"][1] and e["small_buffer"][2] == [[0x7f0000001000, 1000]]
-    assert r["raised"] == "pool exhausted"
+    assert r["raised"] == r["raised_upload"] == "pool exhausted"
+    assert r["upload_garbage"].startswith("asarray(allocator): Scripted.allocate(40, 1) returned address")
     assert "serves device 1" in r["device_id"] and "cuda:0" in r["device_id"]
     assert r["handle_ptr"] == 0x7f0000002000 and r["handle_freed"] == [[0x7f0000002000, 64]]
     n = r["not_allocators"]

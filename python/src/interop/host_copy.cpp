@@ -136,8 +136,11 @@ py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj, p
   const std::shared_ptr<DeviceAllocator> allocator = allocator_argument(allocator_obj, "asarray(allocator)");
   TensorObject out;
   try {
-    py::gil_scoped_release nogil;  // a Python allocator takes the GIL back to allocate
-    out.tensor = copy_to_device(v, ordinal, s, allocator.get());
+    check_host_source(v);
+    // Allocated with the GIL (a Python allocator's exceptions reach the caller as they are), copied without it.
+    out.tensor = DeviceTensor::empty(v.shape, v.dtype, ordinal, s, allocator.get());
+    py::gil_scoped_release nogil;
+    upload(v, out.tensor, s);
   } catch (const InteropError& e) {
     raise_interop(InteropError(e.kind(), fmt::format("{}: {}", arg, e.what())));
   }
