@@ -13,15 +13,10 @@ extern "C" int c_launch_one(jitbridge_kernel* kernel, void* x, int n);
 extern "C" int c_check_versions(char* why_major, char* why_minor, std::size_t size);
 
 using jitbridge_test::c_api;
+using jitbridge_test::message;
 using jitbridge_test::last_launch;
 
 namespace {
-
-std::string message() {
-  const char* m = nullptr;
-  c_api().last_error(&m, nullptr);
-  return m ? m : "";
-}
 
 const char* const kSource = R"(
 #include <cuda_fp16.h>

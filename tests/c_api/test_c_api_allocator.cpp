@@ -17,14 +17,9 @@
 extern "C" int c_check_minor_sizes(char* why, std::size_t size);
 
 using jitbridge_test::c_api;
+using jitbridge_test::message;
 
 namespace {
-
-std::string message() {
-  const char* m = nullptr;
-  c_api().last_error(&m, nullptr);
-  return m ? m : "";
-}
 
 long live_allocations() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);

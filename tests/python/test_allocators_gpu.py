@@ -9,17 +9,13 @@ import gc
 import numpy as np
 import pytest
 from gpu_frameworks import need_cupy, need_torch
+from test_framework_outputs_gpu import SCALE
 
 import jitbridge
 from jitbridge.allocators import CupyAllocator, RmmAllocator, TorchAllocator
 
 pytestmark = pytest.mark.gpu
 
-SCALE = r'''
-extern "C" __global__ void scale(const float* x, float* y, float s, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = s * x[i];
-}'''
 N = 1 << 20
 
 
