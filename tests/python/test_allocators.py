@@ -205,6 +205,18 @@ try:
 except ValueError as e:
     out["upload_garbage"] = str(e)
 
+jb.set_allocator(cases["none"])
+try:
+    jb.empty(10, "float32")
+except TypeError as e:
+    out["global_label"] = str(e)
+with jb.using_allocator(cases["null"]):
+    try:
+        jb.empty(10, "float32")
+    except ValueError as e:
+        out["scope_label"] = str(e)
+jb.set_allocator(None)
+
 class OtherDevice(Recording):
     device_id = 1
 try:
@@ -255,6 +267,8 @@ print(json.dumps(out))
     assert "a buffer of 999 bytes" in e["small_buffer"][1] and e["small_buffer"][2] == [[0x7f0000001000, 1000]]
     assert r["raised"] == r["raised_upload"] == "pool exhausted"
     assert r["upload_garbage"].startswith("asarray(allocator): Scripted.allocate(40, 1) returned address")
+    assert r["global_label"].startswith("allocator (the one set_allocator() set): Scripted.allocate(40, 1) returned a NoneType")
+    assert r["scope_label"].startswith("allocator (using_allocator()'s): Scripted.allocate(40, 1) returned a null address")
     assert "serves device 1" in r["device_id"] and "cuda:0" in r["device_id"]
     assert r["handle_ptr"] == 0x7f0000002000 and r["handle_freed"] == [[0x7f0000002000, 64]]
     n = r["not_allocators"]

@@ -24,6 +24,7 @@ std::string type_of(PyObject* o) { return Py_TYPE(o)->tp_name; }
 // deallocate(ptr, size, stream) on `allocator` (the GIL held). An exception becomes a RuntimeWarning (or, when
 // warnings are errors, an unraisable-exception report): a free never raises into unrelated code. Never throws.
 void deallocate_now(PyObject* allocator, std::uintptr_t ptr, std::size_t bytes, std::uintptr_t stream) noexcept {
+  const py::error_scope pending;  // an exception already being raised (a failed allocate) is kept and restored
   try {
     py::handle(allocator).attr("deallocate")(ptr, bytes, stream);
   } catch (py::error_already_set& e) {
@@ -173,17 +174,18 @@ struct ScopeToken {
 
 }  // namespace
 
-std::shared_ptr<DeviceAllocator> allocator_argument(py::handle allocator, const char* arg) {
+std::shared_ptr<DeviceAllocator> allocator_argument(py::handle allocator, const char* arg, const char* label) {
   if (allocator.is_none()) return nullptr;
   check_protocol(allocator, arg);
-  return std::make_shared<PyAllocator>(allocator, arg);
+  return std::make_shared<PyAllocator>(allocator, label ? label : arg);
 }
 
 void bind_allocators(py::module_& m) {
   m.def(
       "set_allocator",
       [](py::handle allocator) {
-        return object_of(set_global_allocator(allocator_argument(allocator, "set_allocator(allocator)")));
+        return object_of(set_global_allocator(allocator_argument(allocator, "set_allocator(allocator)",
+                                                                "allocator (the one set_allocator() set)")));
       },
       py::arg("allocator"),
       R"(Makes `allocator` the process-wide allocator of jitbridge's own Tensors; returns the previous one.
@@ -203,7 +205,8 @@ scope's, else the one set_allocator() made process-wide; None for jitbridge's ow
   m.def(
       "_enter_allocator_scope",
       [](py::handle allocator) {
-        AllocatorScope scope{true, allocator_argument(allocator, "using_allocator(allocator)")};
+        AllocatorScope scope{true, allocator_argument(allocator, "using_allocator(allocator)",
+                                                                     "allocator (using_allocator()'s)")};
         auto token = std::make_unique<ScopeToken>();
         token->previous = set_thread_allocator(std::move(scope));
         return py::capsule(token.release(), "jitbridge.allocator_scope",

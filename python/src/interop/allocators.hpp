@@ -10,9 +10,11 @@
 
 namespace jitbridge::python {
 
-// The DeviceAllocator for an `allocator=` argument (`arg` names it in errors, "empty(allocator)"): null for None
-// (the allocator that applies now). Throws TypeError when the object lacks allocate/deallocate. GIL held.
-std::shared_ptr<DeviceAllocator> allocator_argument(py::handle allocator, const char* arg);
+// The DeviceAllocator for an `allocator=` argument: null for None (the allocator that applies now). `arg` names it
+// in the TypeError for an object without allocate/deallocate ("empty(allocator)"), `label` (default: `arg`) in the
+// errors of its later allocations. GIL held.
+std::shared_ptr<DeviceAllocator> allocator_argument(py::handle allocator, const char* arg,
+                                                    const char* label = nullptr);
 
 void bind_allocators(py::module_& m);
 
