@@ -390,7 +390,8 @@ int alloc_async(int device, std::size_t bytes, CUstream_st* stream, std::uint64_
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("alloc_async(device): {}", e.what()));
     }
-    std::shared_ptr<DeviceBuffer> buffer = allocate_buffer(device, bytes, StreamRef(reinterpret_cast<CUstream>(stream)));
+    std::shared_ptr<DeviceBuffer> buffer =
+        allocate_buffer(device, bytes, StreamRef(reinterpret_cast<CUstream>(stream)));
     const std::uint64_t ptr = static_cast<std::uint64_t>(buffer->ptr());
     Allocations& a = allocations();
     std::lock_guard<std::mutex> lock(a.mutex);

@@ -84,7 +84,7 @@ TEST_CASE("c_api 1.1: alloc_async without a configured allocator is jitbridge's 
   CHECK_THAT(message(), Catch::Contains("alloc_async"));
 }
 
-TEST_CASE("c_api 1.1: alloc_async / free_async go through the process-wide allocator, released on the allocation stream") {
+TEST_CASE("c_api 1.1: alloc_async / free_async use the process-wide allocator, released on the allocation stream") {
   auto rec = std::make_shared<Recording>();
   REQUIRE(jitbridge::set_global_allocator(rec) == nullptr);
   const long before = live_allocations();

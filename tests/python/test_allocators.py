@@ -267,8 +267,10 @@ print(json.dumps(out))
     assert "a buffer of 999 bytes" in e["small_buffer"][1] and e["small_buffer"][2] == [[0x7f0000001000, 1000]]
     assert r["raised"] == r["raised_upload"] == "pool exhausted"
     assert r["upload_garbage"].startswith("asarray(allocator): Scripted.allocate(40, 1) returned address")
-    assert r["global_label"].startswith("allocator (the one set_allocator() set): Scripted.allocate(40, 1) returned a NoneType")
-    assert r["scope_label"].startswith("allocator (using_allocator()'s): Scripted.allocate(40, 1) returned a null address")
+    assert r["global_label"].startswith(
+        "allocator (the one set_allocator() set): Scripted.allocate(40, 1) returned a NoneType")
+    assert r["scope_label"].startswith(
+        "allocator (using_allocator()'s): Scripted.allocate(40, 1) returned a null address")
     assert "serves device 1" in r["device_id"] and "cuda:0" in r["device_id"]
     assert r["handle_ptr"] == 0x7f0000002000 and r["handle_freed"] == [[0x7f0000002000, 64]]
     n = r["not_allocators"]

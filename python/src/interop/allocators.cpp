@@ -55,7 +55,8 @@ std::optional<std::uintptr_t> address_value(py::handle o, const std::string& wha
   const unsigned long long value = PyLong_AsUnsignedLongLong(as_int);
   if (PyErr_Occurred()) {
     PyErr_Clear();
-    throw std::invalid_argument(fmt::format("{} is {}, not a device address", what, py::repr(owned).cast<std::string>()));
+    throw std::invalid_argument(
+        fmt::format("{} is {}, not a device address", what, py::repr(owned).cast<std::string>()));
   }
   return static_cast<std::uintptr_t>(value);
 }
@@ -102,8 +103,8 @@ class PyAllocator final : public DeviceAllocator {
         if (!py::hasattr(result, name)) continue;
         ptr = address_value(result.attr(name), fmt::format("{}'s result's .{}", call, name));
         if (!ptr)
-          throw py::type_error(fmt::format("{} returned a {} whose .{} is a {}, not an int", call, type_of(result.ptr()),
-                                           name, type_of(result.attr(name).ptr())));
+          throw py::type_error(fmt::format("{} returned a {} whose .{} is a {}, not an int", call,
+                                           type_of(result.ptr()), name, type_of(result.attr(name).ptr())));
         break;
       }
       if (!ptr)
@@ -209,8 +210,9 @@ scope's, else the one set_allocator() made process-wide; None for jitbridge's ow
                                                                      "allocator (using_allocator()'s)")};
         auto token = std::make_unique<ScopeToken>();
         token->previous = set_thread_allocator(std::move(scope));
-        return py::capsule(token.release(), "jitbridge.allocator_scope",
-                           [](PyObject* c) { delete static_cast<ScopeToken*>(PyCapsule_GetPointer(c, "jitbridge.allocator_scope")); });
+        return py::capsule(token.release(), "jitbridge.allocator_scope", [](PyObject* c) {
+          delete static_cast<ScopeToken*>(PyCapsule_GetPointer(c, "jitbridge.allocator_scope"));
+        });
       },
       py::arg("allocator"));
   m.def(
