@@ -9,7 +9,8 @@ The protocol (cuda.core's MemoryResource shape), for any object:
     deallocate(ptr, size, stream) -> None
 
 `stream` is an int as the array API writes it (1: the legacy default stream, 2: the per-thread one, else the
-handle). allocate is called with the GIL, with the tensor's device current (cudaGetDevice() and
+handle), passed positionally; a cuda.core MemoryResource itself wants a cuda.core Stream (keyword-only in recent
+versions), so it needs a few lines of wrapper. allocate is called with the GIL, with the tensor's device current (cudaGetDevice() and
 jitbridge.allocators.current_device() name it), on the stream the tensor is allocated on (the launch's or
 the call's stream); the memory must be usable by work queued on that stream from then on, and aligned to
 256 bytes. deallocate gets the allocation stream after it waited (an event) for every stream the tensor
