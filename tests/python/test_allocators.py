@@ -317,6 +317,16 @@ gc.collect()
 del t1
 out["order_calls"] = [c[0] for c in calls]
 out["leaked"] = live() - base
+# a thread that ends inside a scope (never left): its scope goes with the thread, without the GIL there
+def leaky():
+    token = jb._core._enter_allocator_scope(Recording())
+    leaky.tensor = jb.empty(4, "float32")     # outlives the thread and its scope
+th = threading.Thread(target=leaky)
+th.start()
+th.join()
+del leaky.tensor
+gc.collect()
+out["main_after_thread"] = jb.get_allocator() is None
 # a tensor from a Python allocator still alive at exit: the process ends without a crash
 keep = jb.empty(4, "float32", allocator=Recording())
 print(json.dumps(out))
@@ -326,6 +336,7 @@ print(json.dumps(out))
     assert r["unraisable"] == ["RuntimeWarning"]
     assert r["order_calls"] == ["allocate", "allocate", "deallocate", "deallocate"]
     assert r["leaked"] == 0
+    assert r["main_after_thread"]
 
 
 def test_c_interface_alloc_async_uses_the_process_wide_allocator_without_the_gil():
