@@ -16,6 +16,8 @@ import types
 # jitbridge.jax needs JAX (scripts/reference installs it, CPU only).
 MODULES = [
     ("jitbridge", "Compile CUDA C++, inspect the result, launch kernels on arrays from any framework."),
+    ("jitbridge.allocators", "Where jitbridge's own Tensors get their memory: the allocator protocol, scopes, and "
+                             "adapters for CuPy, RMM and torch (imported only when they allocate)."),
     ("jitbridge.torch", "PyTorch ops and autograd Functions run by jitbridge kernels (docs/TORCH.md)."),
     ("jitbridge.jax", "jitbridge kernels and ops inside jax.jit, jax.grad and jax.vmap, as XLA custom calls "
                       "(imports JAX)."),

@@ -20,25 +20,42 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::allocate(int device, std::size_t byt
   return buffer;
 }
 
+std::shared_ptr<DeviceBuffer> DeviceBuffer::adopt(int device, CUdeviceptr ptr, std::size_t bytes, StreamRef stream,
+                                                 Release release) {
+  std::shared_ptr<DeviceBuffer> buffer(new DeviceBuffer(device, bytes, std::move(stream)));
+  buffer->ptr_ = ptr;  // set last: nothing below can throw, so a failed adopt never releases
+  buffer->release_ = std::move(release);
+  return buffer;
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (!ptr_) return;
   const DriverApi* api = try_driver();
-  if (!api) return;
   try {
-    ContextGuard guard(Device::get(device_));
-    bool ordered = true;
-    for (const StreamRef& user : users_) {
-      try {
-        stream_wait(device_, allocation_stream_.handle, user.handle);
-      } catch (...) {
-        ordered = false;  // a broken stream (or context): the device cannot order the free after it
+    if (api) {
+      ContextGuard guard(Device::get(device_));
+      bool ordered = true;
+      for (const StreamRef& user : users_) {
+        try {
+          stream_wait(device_, allocation_stream_.handle, user.handle);
+        } catch (...) {
+          ordered = false;  // a broken stream (or context): the device cannot order the free after it
+        }
       }
+      if (!ordered) api->cuCtxSynchronize();  // its result changes nothing below: the free is tried either way
+      if (!release_ && api->cuMemFreeAsync(ptr_, allocation_stream_.handle) != CUDA_SUCCESS &&
+          api->cuCtxSynchronize() == CUDA_SUCCESS)
+        api->cuMemFreeAsync(ptr_, CU_STREAM_LEGACY);  // all work is done: any stream is in order now
     }
-    if (!ordered) api->cuCtxSynchronize();  // its result changes nothing below: the free is tried either way
-    if (api->cuMemFreeAsync(ptr_, allocation_stream_.handle) != CUDA_SUCCESS && api->cuCtxSynchronize() == CUDA_SUCCESS)
-      api->cuMemFreeAsync(ptr_, CU_STREAM_LEGACY);  // all work is done: any stream is in order now
   } catch (...) {
     // No context any more (interpreter exit): the driver reclaims the memory with the context.
+  }
+  if (release_) {
+    try {
+      release_(ptr_, bytes_, allocation_stream_);
+    } catch (...) {
+      // Release must not throw; if it does, the memory stays with its allocator.
+    }
   }
   // users_, stream_ and allocation_stream_ (their keepalives) are released after this body.
 }

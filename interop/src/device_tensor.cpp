@@ -8,7 +8,8 @@
 
 namespace jitbridge {
 
-DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device, StreamRef stream) {
+DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device, StreamRef stream,
+                                 const DeviceAllocator* allocator) {
   if (itemsize(dtype) == 0)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("dtype {} has no whole-byte item size", dtype_name(dtype)));
@@ -18,7 +19,7 @@ DeviceTensor DeviceTensor::empty(const Dims& shape, DLDataType dtype, int device
   t.view_.dtype = dtype;
   t.view_.shape = shape;
   t.view_.strides = contiguous_strides(shape);
-  t.buffer_ = DeviceBuffer::allocate(device, static_cast<std::size_t>(t.view_.nbytes()), std::move(stream));
+  t.buffer_ = allocate_buffer(device, static_cast<std::size_t>(t.view_.nbytes()), std::move(stream), allocator);
   t.view_.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(t.buffer_->ptr()));
   t.view_.owner = t.buffer_;
   validate_view(t.view_, "");  // the driver's address and the size do not wrap

@@ -86,13 +86,18 @@ ArrayView copy_to_host(const DeviceTensor& t, CUstream stream) {
   return out;
 }
 
-DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream) {
+void check_host_source(const ArrayView& src) {
   if (src.device.device_type != kDLCPU && src.device.device_type != kDLCUDAHost)
     throw InteropError(InteropError::Kind::value,
                        fmt::format("the array is in {} memory, not host memory", device_name(src.device)));
-  DeviceTensor out = DeviceTensor::empty(src.shape, src.dtype, device, stream);
+}
+
+void upload(const ArrayView& src, const DeviceTensor& out, const StreamRef& stream) {
+  check_host_source(src);
   const std::size_t bytes = out.nbytes();
-  if (bytes == 0) return out;
+  if (static_cast<std::size_t>(src.nbytes()) != bytes || out.view().dtype.bits != src.dtype.bits)
+    throw InteropError(InteropError::Kind::value, "upload: the tensor does not have the source's size and dtype");
+  if (bytes == 0) return;
   std::unique_ptr<HostBuffer> gathered;
   const void* from = src.ptr();
   if (!src.is_c_contiguous()) {
@@ -101,12 +106,11 @@ DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& s
     from = gathered->data();
   }
   const DriverApi& api = driver();
-  ContextGuard guard(Device::get(device));
+  ContextGuard guard(Device::get(out.device()));
   check(api.cuMemcpyHtoDAsync(out.buffer()->ptr(), from, bytes, stream.handle), "cuMemcpyHtoDAsync");
   // Pinned memory (also exported as kDLCPU by some producers) and our gathered copy are read by
   // the DMA after cuMemcpyHtoDAsync returns: wait, so `src` may change or go once this returns.
   check(api.cuStreamSynchronize(stream.handle), "cuStreamSynchronize");
-  return out;
 }
 
 }  // namespace jitbridge

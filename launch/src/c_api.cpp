@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "jitbridge/cuda_search.hpp"
+#include "jitbridge/device_allocator.hpp"
 #include "jitbridge/kernel_plan.hpp"
 #include "jitbridge/launch.hpp"
 
@@ -337,6 +340,74 @@ int mem_free(int device, std::uint64_t ptr, CUstream_st* stream) {
   });
 }
 
+// ---- 1.1: memory from the configured allocator --------------------------------------------
+
+// What alloc_async handed out and free_async has not taken back: the buffers, by device and address.
+struct Allocations {
+  std::mutex mutex;
+  std::map<std::pair<int, std::uint64_t>, std::shared_ptr<DeviceBuffer>> live;  // guarded by mutex
+};
+
+Allocations& allocations() {
+  static Allocations* a = new Allocations();  // leaked: frees may come from static destructors' threads
+  return *a;
+}
+
+int alloc_async(int device, std::size_t bytes, CUstream_st* stream, std::uint64_t* out) {
+  if (!out) return null_argument("alloc_async", "out");
+  *out = 0;
+  if (bytes == 0) return JITBRIDGE_OK;
+  return guarded([&] {
+    try {
+      Device::get(device);  // checked before the allocator runs
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("alloc_async(device): {}", e.what()));
+    }
+    std::shared_ptr<DeviceBuffer> buffer =
+        allocate_buffer(device, bytes, StreamRef(reinterpret_cast<CUstream>(stream)));
+    const std::uint64_t ptr = static_cast<std::uint64_t>(buffer->ptr());
+    Allocations& a = allocations();
+    std::lock_guard<std::mutex> lock(a.mutex);
+    a.live.emplace(std::make_pair(device, ptr), std::move(buffer));  // bad_alloc: the buffer goes back at once
+    *out = ptr;
+  });
+}
+
+int free_async(int device, std::uint64_t ptr, CUstream_st* stream) {
+  if (ptr == 0) return JITBRIDGE_OK;
+  std::shared_ptr<DeviceBuffer> buffer;
+  {
+    Allocations& a = allocations();
+    std::lock_guard<std::mutex> lock(a.mutex);
+    auto it = a.live.find(std::make_pair(device, ptr));
+    if (it == a.live.end()) {
+      try {
+        return set_error(JITBRIDGE_ERROR_VALUE,
+                         fmt::format("free_async: {:#x} on device {} is not from alloc_async, or was freed already",
+                                     ptr, device)
+                             .c_str());
+      } catch (...) {
+        return set_error(JITBRIDGE_ERROR_VALUE, "free_async: ptr is not from alloc_async");
+      }
+    }
+    buffer = std::move(it->second);
+    a.live.erase(it);
+  }
+  // The free waits for `stream` (hand_to); the buffer goes when this frame ends, outside the lock. A stream that
+  // cannot be waited for is reported, and the buffer is freed anyway (its destructor synchronizes the context).
+  return guarded([&] {
+    std::shared_ptr<DeviceBuffer> going = std::move(buffer);
+    try {
+      going->hand_to(StreamRef(reinterpret_cast<CUstream>(stream)));
+    } catch (...) {
+      // The free cannot be ordered after `stream`: everything queued so far finishes first.
+      const ContextGuard context(Device::get(device));
+      driver().cuCtxSynchronize();
+      throw;
+    }
+  });
+}
+
 const JitbridgeCApi kTable = {
     JITBRIDGE_C_API_MAJOR,
     JITBRIDGE_C_API_MINOR,
@@ -354,6 +425,8 @@ const JitbridgeCApi kTable = {
     launch,
     mem_alloc,
     mem_free,
+    alloc_async,
+    free_async,
 };
 
 }  // namespace

@@ -16,7 +16,8 @@ elements, dtype, device) through the DLPack exchange API, __dlpack__ or __cuda_a
 empty / zeros / empty_like allocate outputs (jitbridge.Tensor, or the framework's own array type
 where it has the DLPack exchange API) that torch, CuPy, JAX and Numba take without a copy.
 asarray(host_array) uploads a NumPy (or other host) array into a jitbridge.Tensor, and
-numpy.from_dlpack(tensor, device="cpu") copies one back.
+numpy.from_dlpack(tensor, device="cpu") copies one back. Tensors come from jitbridge's stream-ordered pool, or
+from an allocator (allocator=, using_allocator(), set_allocator(); jitbridge.allocators has CuPy, RMM and torch).
 """
 
 from ._core import (
@@ -49,6 +50,8 @@ from ._benchmark_result import BenchmarkResult, Comparison
 from . import _core, _cuda_search
 from ._bounded import bound_methods as _bound_methods, bounded as _bounded
 from ._like import with_framework_allocators as _with_framework_allocators
+from . import allocators
+from .allocators import get_allocator, set_allocator, using_allocator
 
 # The nvidia-* wheels of this environment, for the run-time search of NVRTC and the CUDA headers
 # (before anything is loaded; docs/DESIGN.md, "Finding CUDA at run time").
@@ -100,7 +103,7 @@ def load_ipython_extension(ipython):
 # named so from the start, for the signatures in the docstrings: python/src/bindings.hpp, public_class).
 for _cls in (Program, Kernel, Signature, Param, Resources, ArrayView, Tensor, cache_info, cache_clear, nvrtc_version,
              default_arch, toolkit_include_dirs, driver_info, synchronize, as_array, asarray, from_ptr, empty, zeros,
-             empty_like, link):
+             empty_like, link, set_allocator, get_allocator):
     _cls.__module__ = __name__
 del _cls
 
@@ -137,6 +140,10 @@ __all__ = [
     "zeros",
     "empty_like",
     "asarray",
+    "allocators",
+    "set_allocator",
+    "get_allocator",
+    "using_allocator",
     "benchmark",
     "BenchmarkResult",
     "Comparison",

@@ -38,6 +38,12 @@ from ._errors import (
     NvrtcError as NvrtcError,
 )
 from ._kernels import RawKernel as RawKernel, RawModule as RawModule
+from . import allocators as allocators
+from .allocators import (
+    get_allocator as get_allocator,
+    set_allocator as set_allocator,
+    using_allocator as using_allocator,
+)
 from ._compile_warnings import CompileWarning as CompileWarning
 
 __version__: str

@@ -13,7 +13,8 @@ from jitbridge import LinkError
 from jitbridge import NoDriverError
 from jitbridge import NvrtcError
 import typing
-__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'asarray', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'link', 'nvrtc_library', 'nvrtc_version', 'synchronize', 'toolkit_include_dirs', 'zeros']
+import typing_extensions
+__all__: list[str] = ['ArrayView', 'CompileError', 'CudaNotFoundError', 'DriverError', 'Kernel', 'LaunchError', 'LinkError', 'NoDriverError', 'NvrtcError', 'Param', 'Program', 'Resources', 'Signature', 'Tensor', 'as_array', 'asarray', 'cache_clear', 'cache_info', 'compile', 'default_arch', 'driver_info', 'empty', 'empty_like', 'from_ptr', 'get_allocator', 'link', 'nvrtc_library', 'nvrtc_version', 'set_allocator', 'synchronize', 'toolkit_include_dirs', 'zeros']
 class ArrayView:
     """
     A view of an array from any framework (jitbridge.as_array, jitbridge.from_ptr).
@@ -111,10 +112,6 @@ class Kernel:
     """
     One kernel of a Program (Program.kernels, Program.kernel()): what the compiler made of it. Read-only; keeps its program alive. To launch it: RawModule.from_program(p).get_function(name).
     """
-    def __init__(self, *args, **kwargs) -> None:
-        """
-        Not made directly: Program.kernels and Program.kernel() give Kernels. Raises TypeError.
-        """
     def __repr__(self) -> str:
         """
         <Kernel saxpy(float const*, float*, int) regs=16>: name, signature and registers ('?' if unknown).
@@ -143,10 +140,6 @@ class Param:
     """
     One kernel parameter, as the compiler sees it after macros and typedefs. Read-only; made by Signature, never by hand.
     """
-    def __init__(self, *args, **kwargs) -> None:
-        """
-        Not made directly: Signature.params gives Params. Raises TypeError.
-        """
     def __repr__(self) -> str:
         """
         <Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.
@@ -215,10 +208,6 @@ class Program:
     """
     An immutable compiled program, as returned by compile() and link(). Holds its binary and kernels; safe to share between threads. Pickles as its compile request (a linked one raises TypeError).
     """
-    def __init__(self, *args, **kwargs) -> None:
-        """
-        Not made directly: compile() and link() give Programs. Raises TypeError.
-        """
     def __repr__(self) -> str:
         """
         <Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.
@@ -244,12 +233,12 @@ class Program:
     @property
     def cubin(self) -> bytes:
         """
-        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target. The source's own binary: built once more without jitbridge's parameter-type probe on first use (through the kernel cache), so no internal symbol is in it.
+        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.
         """
     @property
     def fatbin(self) -> bytes:
         """
-        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise. Built without the probe, as cubin.
+        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.
         """
     @property
     def from_cache(self) -> bool:
@@ -264,7 +253,7 @@ class Program:
     @property
     def link_input(self) -> bytes:
         """
-        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs. Built without the probe, as cubin.
+        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs.
         """
     @property
     def link_input_kind(self) -> typing.Any:
@@ -299,7 +288,7 @@ class Program:
     @property
     def ptx(self) -> str:
         """
-        The PTX text when compiled with ptx=True or for a compute_XX target, else ''. Built without the probe, as cubin.
+        The PTX text when compiled with ptx=True or for a compute_XX target, else ''.
         """
     @property
     def templates(self) -> tuple:
@@ -310,10 +299,6 @@ class Resources:
     """
     What ptxas reported for one kernel (read-only; Kernel.resources). known is False for PTX-only builds (compute_XX targets), and every count is 0 then.
     """
-    def __init__(self, *args, **kwargs) -> None:
-        """
-        Not made directly: Kernel.resources gives Resources. Raises TypeError.
-        """
     def __repr__(self) -> str:
         """
         <Resources regs=16 smem=0 lmem=0 cmem=376 spills=0/0 barriers=1>, or <Resources unknown>.
@@ -369,10 +354,6 @@ class Signature:
     def __getitem__(self, index: typing.Any) -> typing.Any:
         """
         The Param at `index` (negative indices count from the end), or a tuple of them for a slice. IndexError out of range, TypeError for other index types.
-        """
-    def __init__(self, *args, **kwargs) -> None:
-        """
-        Not made directly: Kernel.signature gives Signatures. Raises TypeError.
         """
     def __iter__(self) -> collections.abc.Iterator:
         """
@@ -660,14 +641,9 @@ class _Module:
         """
         The compiled Program, or None for a module loaded from a file.
         """
-def _check_private_directory(path: str, create: bool = False) -> dict:
+def _context_device() -> int:
     """
-    May code be loaded from directory `path`: the kernel cache's check (owned by the user, or a member of
-    $JITBRIDGE_CACHE_TRUST_GROUP; writable by no one else; every ancestor owned by the user or root and, if
-    writable by others, sticky). `create`: make it (mode 0700) and missing parents first. Returns a dict: ok,
-    exists, path (absolute, symlinks resolved), problem (the rule broken, naming the directory; "" when ok),
-    fix (a command that repairs it, or ""). For jitbridge.torch's add-on build cache; raises nothing but
-    MemoryError.
+    The device whose context is current on this thread (0 when none): inside allocate(), the tensor's device.
     """
 def _cuda_search() -> dict:
     """
@@ -678,9 +654,17 @@ def _cuda_search() -> dict:
     note, error (an explicit setting that is wrong) and tried (the places tried before, each a dict of rule,
     path, why). Never raises for what is missing.
     """
+def _enter_allocator_scope(allocator: typing.Any) -> typing_extensions.CapsuleType:
+    ...
+def _exit_allocator_scope(token: typing_extensions.CapsuleType) -> None:
+    ...
 def _inherit_vectorcall(cls: typing.Any, base: typing.Any) -> None:
     """
     Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).
+    """
+def _launch_profile(reset: bool = False) -> typing.Any:
+    """
+    Mean ns per launch of each phase of the Python launch path, measured in place; None unless built with -DJITBRIDGE_LAUNCH_PROFILE=ON.
     """
 def _set_wheel_roots(roots: list) -> None:
     """
@@ -705,7 +689,7 @@ def as_array(obj: typing.Any, stream: typing.Any = None) -> jitbridge.ArrayView:
     Raises TypeError (no array protocol, bad types), ValueError (bad shapes, dtypes, pointers, versions)
     or BufferError (consumed or refused DLPack capsules, masks), each naming the problem.
     """
-def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None) -> typing.Any:
+def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     A new jitbridge.Tensor holding a copy of the host array x (numpy.ndarray, anything with
     __dlpack__ in host memory, or a buffer such as array.array; any strides).
@@ -713,7 +697,7 @@ def asarray(x: typing.Any, device: typing.Any = None, stream: typing.Any = None)
     device: None (the current CUDA device), an ordinal or 'cuda:N'. The memory is allocated and
     the copy queued on `stream` (None: the legacy default stream), and the host waits for the copy
     before returning, so x may change at once. A jitbridge.Tensor on that device comes back as it
-    is. ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
+    is. allocator: as for empty(). ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
     objects that are not arrays or dtypes jitbridge does not know; NoDriverError without a driver.
     """
 def cache_clear() -> int:
@@ -776,7 +760,7 @@ def driver_info() -> dict:
              total_memory (bytes).
     Raises DriverError if the driver fails while being asked about its devices.
     """
-def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None) -> typing.Any:
+def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     An uninitialised array.
     
@@ -787,11 +771,16 @@ def empty(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strea
     With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
     framework allocates it (torch's caching allocator, on torch's current stream) and an object of
     that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
-    framework's stream. dtype: 'float32', 'bfloat16', numpy or torch dtypes...
+    framework's stream (allocator= is then a TypeError). dtype: 'float32', 'bfloat16', numpy or
+    torch dtypes...
+    allocator: where a jitbridge.Tensor's memory comes from for this call (None: the allocator that
+    applies now, jitbridge.get_allocator(); jitbridge.allocators says how it is called). It is
+    asked for the bytes on `stream`, and its deallocate(ptr, size, stream) gets the same stream
+    when the tensor goes, after every stream the tensor was handed to.
     Raises TypeError/ValueError for bad arguments, NoDriverError without a driver, DriverError when
     the allocation fails.
     """
-def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = None) -> typing.Any:
+def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     An uninitialised C-contiguous array with x's shape, device and dtype (or `dtype`).
     
@@ -799,7 +788,8 @@ def empty_like(x: typing.Any, dtype: typing.Any = None, stream: typing.Any = Non
     own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
     on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
     current stream, else the legacy default stream), which the tensor keeps alive (the stream= object,
-    x's own, CuPy's current Stream). ValueError for host arrays of other frameworks.
+    x's own, CuPy's current Stream), from `allocator` as empty() says. ValueError for host arrays of
+    other frameworks.
     """
 def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typing.Any = None, strides: typing.Any = None, owner: typing.Any = None, readonly: bool = False, stream: typing.Any = None) -> jitbridge.ArrayView:
     """
@@ -813,6 +803,11 @@ def from_ptr(ptr: typing.Any, shape: typing.Any, dtype: typing.Any, device: typi
     while the view (or a launch using it) may read it, or pass its owner. Nothing is checked on the
     device. Raises TypeError for a ptr that is not an int, ValueError for a malformed shape, dtype,
     device or strides (each naming the argument).
+    """
+def get_allocator() -> typing.Any:
+    """
+    The allocator jitbridge's Tensors come from on this thread now: the innermost using_allocator()
+    scope's, else the one set_allocator() made process-wide; None for jitbridge's own pool.
     """
 def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing.Any = (), device_runtime: typing.Any = None) -> jitbridge.Program:
     """
@@ -828,8 +823,7 @@ def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing
     device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
                     False: never.
     
-    Returns a linked Program (Program.linked is True); its cubin property is linked once more, on first use, from
-    the programs as their sources alone build them (no jitbridge symbols). Raises LinkError (undefined symbols named,
+    Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
     demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
     linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
     CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.
@@ -842,6 +836,16 @@ def nvrtc_version() -> tuple[int, int]:
     """
     NVRTC's version as (major, minor). Raises CudaNotFoundError when no NVRTC 13 was found.
     """
+def set_allocator(allocator: typing.Any) -> typing.Any:
+    """
+    Makes `allocator` the process-wide allocator of jitbridge's own Tensors; returns the previous one.
+    
+    allocator: None (jitbridge's stream-ordered pool, cuMemAllocAsync) or an object with
+    allocate(size, stream) and deallocate(ptr, size, stream) (cuda.core's MemoryResource shape;
+    jitbridge.allocators has adapters for CuPy, RMM and torch). Every thread without a
+    using_allocator() scope uses it, and so do the C interface's alloc_async / free_async. See
+    jitbridge.allocators for the protocol. TypeError when the object lacks those methods.
+    """
 def synchronize(device: typing.Any = None) -> None:
     """
     Wait for all work on a device (None: the current one; else an ordinal), every stream of it; the GIL is released while waiting. Raises LaunchError naming the last kernel if a kernel faulted, TypeError/ValueError for a device that is not an ordinal of this machine, NoDriverError without a driver.
@@ -850,7 +854,7 @@ def toolkit_include_dirs() -> list:
     """
     The CUDA include directories added to every compile (cuda_fp16.h, cuda/std/...: from NVRTC's place, a wheel or a toolkit; see python -m jitbridge doctor); [] if none was found.
     """
-def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None) -> typing.Any:
+def zeros(shape: typing.Any, dtype: typing.Any, device: typing.Any = None, stream: typing.Any = None, like: typing.Any = None, *, allocator: typing.Any = None) -> typing.Any:
     """
     As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).
     """

@@ -81,13 +81,20 @@ def _device_ordinal(device, fn):
     raise ValueError(f"{fn}(device): {text!r}: a CuPy array goes on a CUDA device (an ordinal or 'cuda:N')")
 
 
+def _refuse_allocator(fn, allocator, framework):
+    if allocator is not None:
+        raise TypeError(f"{fn}(allocator): {'CuPy' if framework == 'cupy' else 'Numba'} allocates arrays like this "
+                        f"one itself; allocator= applies to jitbridge.Tensor outputs (leave one of them out)")
+
+
 def with_framework_allocators(empty, zeros, empty_like):
     """empty, zeros and empty_like that allocate with CuPy/Numba for their arrays, else call the ones given."""
 
-    def allocate(fn, shape, dtype, device, stream, like, zero, fallback):
+    def allocate(fn, shape, dtype, device, stream, like, zero, allocator, fallback):
         framework = _framework(like) if like is not None else None
         if framework is None:
             return fallback()
+        _refuse_allocator(fn, allocator, framework)
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         dtype = _numpy_dtype(dtype, fn)
         if framework == "cupy":
@@ -95,25 +102,26 @@ def with_framework_allocators(empty, zeros, empty_like):
         return _numba_empty(shape, dtype, stream, zero, like, fn)
 
     @functools.wraps(empty)
-    def empty_(shape, dtype, device=None, stream=None, like=None):
-        return allocate("empty", shape, dtype, device, stream, like, False,
-                        lambda: empty(shape, dtype, device=device, stream=stream, like=like))
+    def empty_(shape, dtype, device=None, stream=None, like=None, *, allocator=None):
+        return allocate("empty", shape, dtype, device, stream, like, False, allocator,
+                        lambda: empty(shape, dtype, device=device, stream=stream, like=like, allocator=allocator))
 
     @functools.wraps(zeros)
-    def zeros_(shape, dtype, device=None, stream=None, like=None):
-        return allocate("zeros", shape, dtype, device, stream, like, True,
-                        lambda: zeros(shape, dtype, device=device, stream=stream, like=like))
+    def zeros_(shape, dtype, device=None, stream=None, like=None, *, allocator=None):
+        return allocate("zeros", shape, dtype, device, stream, like, True, allocator,
+                        lambda: zeros(shape, dtype, device=device, stream=stream, like=like, allocator=allocator))
 
     @functools.wraps(empty_like)
-    def empty_like_(x, dtype=None, stream=None):
+    def empty_like_(x, dtype=None, stream=None, *, allocator=None):
         framework = _framework(x)
+        if framework is None:
+            return empty_like(x, dtype=dtype, stream=stream, allocator=allocator)
+        _refuse_allocator("empty_like", allocator, framework)
         if framework == "cupy" and stream is None:
             cupy = sys.modules["cupy"]
             device = x.device.id
             if device == cupy.cuda.runtime.getDevice():   # the common case, as cheap as cupy.empty_like
                 return cupy.empty(x.shape, dtype=x.dtype if dtype is None else _numpy_dtype(dtype, "empty_like"))
-        if framework is None:
-            return empty_like(x, dtype=dtype, stream=stream)
         dtype = x.dtype if dtype is None else _numpy_dtype(dtype, "empty_like")
         if framework == "cupy":
             return _cupy_empty(x.shape, dtype, x.device.id, stream, False, "empty_like")

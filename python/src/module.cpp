@@ -1,4 +1,5 @@
 // module.cpp — the jitbridge._core extension module: puts the pieces bound in the other files together.
+#include "interop/allocators.hpp"
 #include "interop/arrays.hpp"
 #include "interop/host_copy.hpp"
 #include "bindings.hpp"
@@ -14,6 +15,7 @@ PYBIND11_MODULE(_core, m) {
   jp::bind_cache(m);
   jp::bind_environment(m);
   jp::bind_arrays(m);
+  jp::bind_allocators(m);
   jp::bind_tensors(m);
   jp::bind_host_copy(m);
   jp::bind_kernels(m);

@@ -1,6 +1,6 @@
-// c_api_support.hpp — shared by the C interface tests: the table of this build, and what they read back from the fake
-// driver (tests/fuzz/fake_cuda): the last launch it recorded, and saxpy's parameters (float a, const float* x,
-// float* y, int n) decoded from it.
+// c_api_support.hpp — shared by the C interface tests: the table of this build, its last error message, and what
+// they read back from the fake driver (tests/fuzz/fake_cuda): the last launch it recorded, and saxpy's parameters
+// (float a, const float* x, float* y, int n) decoded from it.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "../fuzz/fake_cuda/fake_cuda.h"
 #include "jitbridge/c_api.h"
@@ -21,6 +22,13 @@ inline const JitbridgeCApi& c_api() {
   INFO(why);
   REQUIRE(t);
   return *t;
+}
+
+// The calling thread's last error message (last_error()).
+inline std::string message() {
+  const char* m = nullptr;
+  c_api().last_error(&m, nullptr);
+  return m ? m : "";
 }
 
 // The fake driver's record of the last launch; fails the test on a real driver (it has no such symbol).

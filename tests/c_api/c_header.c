@@ -51,3 +51,21 @@ int c_check_versions(char* why_major, char* why_minor, size_t size) {
   accepted += jitbridge_c_api_check(real, JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, NULL, 0);
   return accepted; /* 1: only the matching table */
 }
+
+/* Version 1.1's check of older tables: a 1.0 table (its size ends at mem_free) serves a 1.0 consumer, not a 1.1 one;
+ * a table that says 1.1 but is 1.0's size is refused with the reason in `why`. 1: all as expected. */
+int c_check_minor_sizes(char* why, size_t size) {
+  JitbridgeCApi older;
+  const JitbridgeCApi* real = jitbridge_c_api_get(JITBRIDGE_C_API_MAJOR, 1, NULL, 0);
+  int ok = 1;
+  if (!real) return -1;
+  memcpy(&older, real, sizeof older);
+  older.minor = 0;
+  older.struct_size = (uint32_t)jitbridge_c_api_size(0);
+  ok &= jitbridge_c_api_size(0) < jitbridge_c_api_size(1);
+  ok &= jitbridge_c_api_check(&older, JITBRIDGE_C_API_MAJOR, 0, NULL, 0) == 1;
+  ok &= jitbridge_c_api_check(&older, JITBRIDGE_C_API_MAJOR, 1, NULL, 0) == 0;
+  older.minor = 1;
+  ok &= jitbridge_c_api_check(&older, JITBRIDGE_C_API_MAJOR, 1, why, size) == 0;
+  return ok;
+}

@@ -1,11 +1,11 @@
-"""The C interface of launch/include/jitbridge/c_api.h (version 1.0) as ctypes declarations, for the tests that call
+"""The C interface of launch/include/jitbridge/c_api.h (version 1.1) as ctypes declarations, for the tests that call
 it from Python (test_c_api.py, test_c_api_gpu.py): the table from the capsule `_core._c_api`, its structs and
 constants. Every call but kernel_from_python is declared with CFUNCTYPE, which releases the GIL around the call."""
 import ctypes
 
 from jitbridge import _core
 
-MAJOR, MINOR = 1, 0
+MAJOR, MINOR = 1, 1
 OK, ERROR_TYPE, ERROR_OVERFLOW, ERROR_VALUE, ERROR_LAUNCH_CONFIG = 0, 1, 2, 3, 4
 PARAM_POINTER, PARAM_TENSOR, PARAM_SCALAR, PARAM_BY_VALUE = 0, 1, 2, 3
 ARG_ARRAY, ARG_NULL, ARG_INT, ARG_UINT, ARG_FLOAT, ARG_BOOL, ARG_COMPLEX, ARG_BYTES = range(8)
@@ -66,7 +66,10 @@ class Table(ctypes.Structure):  # JitbridgeCApi
                 ("launch", _fn(ctypes.c_int, P, ctypes.POINTER(Config), ctypes.POINTER(Arg), ctypes.c_size_t,
                                ctypes.c_uint32)),
                 ("mem_alloc", _fn(ctypes.c_int, ctypes.c_int, ctypes.c_size_t, P, ctypes.POINTER(ctypes.c_uint64))),
-                ("mem_free", _fn(ctypes.c_int, ctypes.c_int, ctypes.c_uint64, P))]
+                ("mem_free", _fn(ctypes.c_int, ctypes.c_int, ctypes.c_uint64, P)),
+                # 1.1
+                ("alloc_async", _fn(ctypes.c_int, ctypes.c_int, ctypes.c_size_t, P, ctypes.POINTER(ctypes.c_uint64))),
+                ("free_async", _fn(ctypes.c_int, ctypes.c_int, ctypes.c_uint64, P))]
 
 
 def table():

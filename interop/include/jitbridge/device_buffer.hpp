@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -24,14 +25,28 @@ class DeviceBuffer {
   // Throws NoDriverError, DriverError (CUDA_ERROR_OUT_OF_MEMORY among others), std::out_of_range.
   static std::shared_ptr<DeviceBuffer> allocate(int device, std::size_t bytes, StreamRef stream);
 
+  // Gives `ptr` back: called once, by the destructor, with the stream the free must be ordered on (the
+  // allocation stream, which by then waits for every stream the buffer was handed to). Must not throw
+  // (an exception is swallowed); may run on any thread, with or without the GIL, after the driver is gone.
+  using Release = std::function<void(CUdeviceptr ptr, std::size_t bytes, const StreamRef& stream)>;
+
+  // `bytes` (> 0) of memory at `ptr` on `device` that another allocator allocated, usable by work queued
+  // on `stream`: the buffer orders and hands it off as one from allocate() and, instead of
+  // cuMemFreeAsync, calls `release` when it goes (release is never called if adopt throws: the caller
+  // still owns ptr then). Throws std::bad_alloc.
+  static std::shared_ptr<DeviceBuffer> adopt(int device, CUdeviceptr ptr, std::size_t bytes, StreamRef stream,
+                                             Release release);
+
   // Frees in stream order: each stream the buffer was handed to gets an event that the allocation
   // stream waits for, then cuMemFreeAsync runs on the allocation stream, inside a ContextGuard. Work
   // already queued on any of those streams keeps valid memory; nothing waits on the host. Every
   // driver result is checked: a stream that cannot be waited for makes the free wait for the whole
   // context on the host first (cuCtxSynchronize); a failed cuMemFreeAsync is retried on the legacy
   // stream after cuCtxSynchronize. The streams' keepalives are released only after these driver
-  // calls (they are members, destroyed after this body). Never throws (at interpreter exit the
-  // driver may already be gone; the context then takes the memory with it).
+  // calls (they are members, destroyed after this body). An adopted buffer calls its Release with the
+  // allocation stream in place of cuMemFreeAsync (even without a driver: the allocator's own object
+  // must be released). Never throws (at interpreter exit the driver may already be gone; the context
+  // then takes the memory with it).
   ~DeviceBuffer();
 
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -72,6 +87,7 @@ class DeviceBuffer {
   mutable std::mutex mutex_;
   StreamRef stream_;                // guarded by mutex_
   std::vector<StreamRef> users_;    // guarded by mutex_: streams other than the allocation stream it was handed to
+  Release release_;                 // adopted memory: how it goes back to its allocator (empty: cuMemFreeAsync)
 };
 
 }  // namespace jitbridge

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "jitbridge/array.hpp"
+#include "jitbridge/device_allocator.hpp"
 #include "jitbridge/device_buffer.hpp"
 
 namespace jitbridge {
@@ -15,8 +16,10 @@ class DeviceTensor {
   // on `stream`, which the buffer keeps (with its keepalive) until it is freed. The shape is checked as validate_shape does (no overflow anywhere after it). Throws
   // InteropError(value) for a negative extent, more than kMaxNdim dimensions or a dtype without a
   // whole-byte item size, InteropError(overflow) when the array is too big for int64 bytes, and what
-  // DeviceBuffer::allocate throws. An empty array allocates nothing and needs no driver.
-  static DeviceTensor empty(const Dims& shape, DLDataType dtype, int device, StreamRef stream);
+  // DeviceBuffer::allocate throws. An empty array allocates nothing and needs no driver. The memory comes from
+  // `allocator`, else the allocator that applies on this thread (allocate_buffer), which may throw anything.
+  static DeviceTensor empty(const Dims& shape, DLDataType dtype, int device, StreamRef stream,
+                            const DeviceAllocator* allocator = nullptr);
 
   // The view of the whole tensor; view().owner shares the buffer.
   const ArrayView& view() const noexcept { return view_; }
@@ -28,8 +31,8 @@ class DeviceTensor {
 
   // Queues zero bytes over the whole tensor on stream() (cuMemsetD8Async). Throws DriverError.
   void fill_zero();
-  // A new tensor with the same contents, allocated and copied in order on stream()
-  // (cuMemcpyDtoDAsync). Throws what empty() and the copy throw.
+  // A new tensor with the same contents, allocated (by the allocator that applies now) and copied in order
+  // on stream() (cuMemcpyDtoDAsync). Throws what empty() and the copy throw.
   DeviceTensor copy() const;
 
  private:

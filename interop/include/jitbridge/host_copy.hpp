@@ -34,13 +34,17 @@ class HostBuffer {
 // Throws NoDriverError, DriverError, std::bad_alloc.
 ArrayView copy_to_host(const DeviceTensor& t, CUstream stream);
 
-// A new DeviceTensor on `device` holding the elements of `src` (host memory: kDLCPU or
-// kDLCUDAHost; any strides, gathered C-contiguous first when it is not), allocated and copied in order
-// on `stream` (cuMemcpyHtoDAsync; the tensor keeps stream.keepalive as its allocation stream), which the host then waits for (cuStreamSynchronize): a source in
-// pinned memory is read by the DMA after the call returns, and the caller may change or free `src`
-// as soon as this returns. Touches no Python object (callable without the GIL).
-// Throws InteropError(value) for a source that is not host memory or a dtype without whole-byte
-// items, and what DeviceTensor::empty and the driver throw.
-DeviceTensor copy_to_device(const ArrayView& src, int device, const StreamRef& stream);
+// Throws InteropError(value) unless `src` is in host memory (kDLCPU or kDLCUDAHost).
+void check_host_source(const ArrayView& src);
+
+// Copies the elements of the host array `src` (any strides, gathered C-contiguous first when it is not) into `out`
+// (a C-contiguous tensor of src's shape and dtype, made by the caller with DeviceTensor::empty: jitbridge.asarray
+// allocates it with the GIL, through a Python allocator if one applies) on `stream`
+// (cuMemcpyHtoDAsync; `out` keeps stream.keepalive as its allocation stream when made on it), which the host then
+// waits for (cuStreamSynchronize): a source in pinned memory is read by the DMA after the call returns, and the
+// caller may change or free `src` as soon as this returns. Touches no Python object (callable without the GIL).
+// Throws InteropError(value) for a source that is not host memory or an `out` of another size or dtype width,
+// std::bad_alloc, and what the driver throws.
+void upload(const ArrayView& src, const DeviceTensor& out, const StreamRef& stream);
 
 }  // namespace jitbridge

@@ -14,7 +14,8 @@
  * Every function is plain C, never throws, and touches no Python object (except kernel_from_python, which needs the
  * GIL). Each returns JITBRIDGE_OK (0) or an error code; the message (naming the argument and the reason, as the
  * Python API's exceptions do) is kept per thread until that thread's next failing call: last_error().
- * Thread-safe: any thread may call any function at any time. */
+ * Thread-safe: any thread may call any function at any time.
+ * Minor versions: 1.0 the members up to mem_free; 1.1 adds alloc_async and free_async. */
 #ifndef JITBRIDGE_C_API_H
 #define JITBRIDGE_C_API_H
 
@@ -27,7 +28,7 @@ extern "C" {
 #endif
 
 #define JITBRIDGE_C_API_MAJOR 1
-#define JITBRIDGE_C_API_MINOR 0
+#define JITBRIDGE_C_API_MINOR 1
 #define JITBRIDGE_C_API_CAPSULE "jitbridge._core._c_api"
 
 /* Error codes. TYPE, OVERFLOW and VALUE are what the Python API raises as TypeError, OverflowError, ValueError. */
@@ -193,13 +194,29 @@ typedef struct JitbridgeCApi {
   /* Frees `ptr` (from mem_alloc) in stream order on `stream`: work queued there before still sees valid memory.
    * ptr == 0 does nothing. */
   int (*mem_free)(int device, uint64_t ptr, struct CUstream_st* stream);
+
+  /* ---- 1.1 ---- */
+  /* `bytes` of device memory on `device` from the allocator jitbridge's own Tensors use (the process-wide one:
+   * jitbridge.set_allocator, e.g. an RMM, CuPy or torch adapter; none set: jitbridge's pool, as mem_alloc), in
+   * stream order on `stream`. Callable without the GIL: a Python allocator is called with the GIL, which this takes
+   * (PyGILState_Ensure), so a thread the GIL holder waits for must not call it while a Python allocator is set
+   * (mem_alloc never takes the GIL). *out is owned by the caller (free_async; not mem_free). bytes == 0 gives 0 and
+   * calls nothing. Errors: NO_DRIVER, DRIVER, VALUE (no such device; what the allocator returned), TYPE, INTERNAL (the
+   * allocator raised, or the interpreter is shutting down; the message says). */
+  int (*alloc_async)(int device, size_t bytes, struct CUstream_st* stream, uint64_t* out);
+  /* Gives `ptr` (from alloc_async on `device`) back in stream order: its allocator is told to free it after the work
+   * queued on `stream` so far (when `stream` is not the allocation stream, the allocation stream first waits for it:
+   * an event, no host sync). A Python allocator's deallocate runs with the GIL: at once if this thread holds it,
+   * else queued for the main thread (this never waits for the GIL). ptr == 0 does nothing. Errors: VALUE (ptr not
+   * from alloc_async on that device, or freed already), DRIVER. */
+  int (*free_async)(int device, uint64_t ptr, struct CUstream_st* stream);
 } JitbridgeCApi;
 
 /* The bytes a table of this major must have to hold every member of version (major, minor): each later minor adds
  * a case here (the offset past its last member). */
 static inline size_t jitbridge_c_api_size(uint32_t minor) {
-  (void)minor; /* 1.0 */
-  return sizeof(JitbridgeCApi);
+  if (minor == 0) return offsetof(JitbridgeCApi, mem_free) + sizeof(((JitbridgeCApi*)0)->mem_free); /* 1.0 */
+  return sizeof(JitbridgeCApi);                                                                      /* 1.1 */
 }
 
 /* Whether `api` serves a consumer built against (major, minor): same major, minor at least `minor`, and a table at

@@ -3,6 +3,7 @@
 
 #include <Python.h>
 
+#include <functional>
 #include <memory>
 
 namespace jitbridge::python {
@@ -18,11 +19,21 @@ namespace jitbridge::python {
 // Never throws from the deleter. Throws std::bad_alloc.
 std::shared_ptr<void> python_keepalive(PyObject* obj);
 
+// Runs `fn` (which must not throw; an exception is swallowed) with the GIL, by the same rules as the deleter
+// above: now when this thread holds the GIL; queued for the main thread otherwise (never waiting for the GIL);
+// never at interpreter shutdown (then `fn` is destroyed without running: whatever it owns must be safe to drop
+// anywhere, e.g. python_keepalive references). For a Python allocator's deallocate(). Never throws.
+void call_with_gil(std::function<void()> fn) noexcept;
+
 // Releases what the deleter queued so far (the GIL must be held). Called by the pending call, and
-// by python_keepalive() itself, so a queue the pending-call table could not take still drains.
+// by python_keepalive() itself, so a queue the pending-call table could not take still drains. Runs the
+// queued call_with_gil functions first.
 void release_queued_references() noexcept;
 
-// How many references are queued now (tests).
+// Whether no Python code may run now: the interpreter is finalizing or gone. Never throws.
+bool interpreter_ending() noexcept;
+
+// How many references and calls are queued now (tests).
 std::size_t queued_reference_count() noexcept;
 
 }  // namespace jitbridge::python

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "interop/allocators.hpp"
 #include "interop/interop_objects.hpp"
 #include "interop/stream_owners.hpp"
 #include "jitbridge/host_copy.hpp"
@@ -104,7 +105,7 @@ py::object tensor_dlpack_to_host(const DeviceTensor& tensor, py::handle stream, 
   return dlpack_capsule(host, r.versioned, DLPACK_FLAG_BITMASK_IS_COPIED);
 }
 
-py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj) {
+py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj, py::handle allocator_obj) {
   const char* arg = "asarray(x)";
   const std::optional<DLDevice> device = parse_device(device_obj, "asarray(device)");
   if (device && device->device_type != kDLCUDA)
@@ -132,10 +133,14 @@ py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj) {
     throw py::value_error(fmt::format("{}: x is in {} memory already; asarray uploads host arrays (kernels take "
                                       "device arrays as they are)",
                                       arg, device_name(v.device)));
+  const std::shared_ptr<DeviceAllocator> allocator = allocator_argument(allocator_obj, "asarray(allocator)");
   TensorObject out;
   try {
+    check_host_source(v);
+    // Allocated with the GIL (a Python allocator's exceptions reach the caller as they are), copied without it.
+    out.tensor = DeviceTensor::empty(v.shape, v.dtype, ordinal, s, allocator.get());
     py::gil_scoped_release nogil;
-    out.tensor = copy_to_device(v, ordinal, s);
+    upload(v, out.tensor, s);
   } catch (const InteropError& e) {
     raise_interop(InteropError(e.kind(), fmt::format("{}: {}", arg, e.what())));
   }
@@ -144,13 +149,14 @@ py::object asarray(py::handle x, py::handle device_obj, py::handle stream_obj) {
 
 void bind_host_copy(py::module_& m) {
   m.def("asarray", &asarray, py::arg("x"), py::arg("device") = py::none(), py::arg("stream") = py::none(),
+        py::kw_only(), py::arg("allocator") = py::none(),
         R"(A new jitbridge.Tensor holding a copy of the host array x (numpy.ndarray, anything with
 __dlpack__ in host memory, or a buffer such as array.array; any strides).
 
 device: None (the current CUDA device), an ordinal or 'cuda:N'. The memory is allocated and
 the copy queued on `stream` (None: the legacy default stream), and the host waits for the copy
 before returning, so x may change at once. A jitbridge.Tensor on that device comes back as it
-is. ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
+is. allocator: as for empty(). ValueError for device arrays (kernels take them as they are) and host devices; TypeError for
 objects that are not arrays or dtypes jitbridge does not know; NoDriverError without a driver.)");
 }
 

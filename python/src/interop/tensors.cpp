@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bindings.hpp"
+#include "interop/allocators.hpp"
 #include "interop/host_copy.hpp"
 #include "interop/interop_objects.hpp"
 #include "interop/stream_owners.hpp"
@@ -147,10 +148,14 @@ py::object framework_empty(PyTypeObject* type, const Dims& shape, DLDataType dty
   return py::reinterpret_steal<py::object>(static_cast<PyObject*>(out));
 }
 
-py::object new_tensor(const Dims& shape, DLDataType dtype, int device, StreamRef stream, bool zero, const char* arg) {
+// A jitbridge.Tensor from `allocator` (None: the allocator that applies on this thread; jitbridge.allocators).
+py::object new_tensor(const Dims& shape, DLDataType dtype, int device, StreamRef stream, bool zero, const char* arg,
+                      py::handle allocator_obj) {
+  const std::shared_ptr<DeviceAllocator> allocator =
+      allocator_argument(allocator_obj, fmt::format("{}(allocator)", arg).c_str());
   TensorObject out;
   try {
-    out.tensor = DeviceTensor::empty(shape, dtype, device, std::move(stream));
+    out.tensor = DeviceTensor::empty(shape, dtype, device, std::move(stream), allocator.get());
   } catch (const InteropError& e) {
     raise_interop(InteropError(e.kind(), fmt::format("{}: {}", arg, e.what())));
   }
@@ -158,8 +163,17 @@ py::object new_tensor(const Dims& shape, DLDataType dtype, int device, StreamRef
   return py::cast(std::move(out));
 }
 
+// allocator= goes with jitbridge's own Tensors only: with a framework allocating (like=, x of a framework with
+// the exchange API) it is refused rather than ignored.
+void refuse_allocator(py::handle allocator, const char* fn, const char* why) {
+  if (!allocator.is_none())
+    throw py::type_error(fmt::format("{}(allocator): {} allocates this array itself; allocator= applies to "
+                                     "jitbridge.Tensor outputs (leave one of them out)",
+                                     fn, why));
+}
+
 py::object empty_impl(py::handle shape_obj, py::handle dtype_obj, py::handle device_obj, py::handle stream_obj,
-                      py::handle like, bool zero) {
+                      py::handle like, py::handle allocator, bool zero) {
   const char* fn = zero ? "zeros" : "empty";
   const Dims shape = parse_shape(shape_obj, fmt::format("{}(shape)", fn).c_str());
   const DLDataType dtype = parse_dtype(dtype_obj, fmt::format("{}(dtype)", fn).c_str());
@@ -168,6 +182,7 @@ py::object empty_impl(py::handle shape_obj, py::handle dtype_obj, py::handle dev
   if (!like.is_none()) {
     const std::optional<CUstream> stream = parse_stream(stream_obj, stream_arg.c_str());  // only waited on
     PyTypeObject* type = PyType_Check(like.ptr()) ? reinterpret_cast<PyTypeObject*>(like.ptr()) : Py_TYPE(like.ptr());
+    refuse_allocator(allocator, fn, "like= names a framework that");
     return framework_empty(type, shape, dtype, device ? *device : DLDevice{kDLCUDA, current_device()}, stream, zero,
                            fmt::format("{}(like)", fn).c_str());
   }
@@ -177,10 +192,10 @@ py::object empty_impl(py::handle shape_obj, py::handle dtype_obj, py::handle dev
     throw py::value_error(fmt::format("{}(device): jitbridge allocates CUDA memory only; for host memory pass "
                                       "like=<an array type with the DLPack exchange API>, e.g. torch.Tensor",
                                       fn));
-  return new_tensor(shape, dtype, ordinal, stream ? std::move(*stream) : StreamRef(), zero, fn);
+  return new_tensor(shape, dtype, ordinal, stream ? std::move(*stream) : StreamRef(), zero, fn, allocator);
 }
 
-py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj) {
+py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj, py::handle allocator) {
   const char* arg = "empty_like(x)";
   PyObject* o = x.ptr();
   // consumer_stream() notes where the stream came from (the stream= object, x), for the owner below.
@@ -193,15 +208,17 @@ py::object empty_like(py::handle x, py::handle dtype_obj, py::handle stream_obj)
     throw py::type_error(fmt::format("{}: a {} is not an array", arg, type_name(x)));
   const DLDataType dtype = dtype_obj.is_none() ? v.dtype : parse_dtype(dtype_obj, "empty_like(dtype)");
   const TypeAdapter& a = adapter_for(Py_TYPE(o));
-  if (a.protocol == Protocol::exchange_api && a.api->managed_tensor_allocator)
+  if (a.protocol == Protocol::exchange_api && a.api->managed_tensor_allocator) {
+    refuse_allocator(allocator, "empty_like", "x's framework (it has the DLPack exchange API)");
     return framework_empty(Py_TYPE(o), v.shape, dtype, v.device, explicit_stream, false, arg);
+  }
   if (!is_cuda(v.device))
     throw py::value_error(fmt::format("{}: x is in {} memory; jitbridge allocates CUDA memory only (frameworks with "
                                       "the DLPack exchange API allocate their own)",
                                       arg, device_name(v.device)));
   renote_consumer_source(source);  // the producer and the dtype may have run Python code (a nested call)
   return new_tensor(v.shape, dtype, v.device.device_id, consumer_stream_ref(consumer, v.device.device_id), false,
-                    "empty_like");
+                    "empty_like", allocator);
 }
 
 }  // namespace
@@ -267,11 +284,10 @@ deletes it, or until the capsule itself goes if no one consumed it.)")
 
   m.def(
       "empty",
-      [](py::handle shape, py::handle dtype, py::handle device, py::handle stream, py::handle like) {
-        return empty_impl(shape, dtype, device, stream, like, false);
-      },
+      [](py::handle shape, py::handle dtype, py::handle device, py::handle stream, py::handle like,
+         py::handle allocator) { return empty_impl(shape, dtype, device, stream, like, allocator, false); },
       py::arg("shape"), py::arg("dtype"), py::arg("device") = py::none(), py::arg("stream") = py::none(),
-      py::arg("like") = py::none(),
+      py::arg("like") = py::none(), py::kw_only(), py::arg("allocator") = py::none(),
       R"(An uninitialised array.
 
 Without `like`: a jitbridge.Tensor on `device` (None: the current CUDA device; an ordinal or
@@ -281,25 +297,31 @@ handle must outlive the tensor unless it is CuPy's current stream (whose Stream 
 With like=<array or array type> whose type has the DLPack exchange API (torch.Tensor): that
 framework allocates it (torch's caching allocator, on torch's current stream) and an object of
 that framework comes back; device may then be 'cpu'; `stream`, if given, waits for the
-framework's stream. dtype: 'float32', 'bfloat16', numpy or torch dtypes...
+framework's stream (allocator= is then a TypeError). dtype: 'float32', 'bfloat16', numpy or
+torch dtypes...
+allocator: where a jitbridge.Tensor's memory comes from for this call (None: the allocator that
+applies now, jitbridge.get_allocator(); jitbridge.allocators says how it is called). It is
+asked for the bytes on `stream`, and its deallocate(ptr, size, stream) gets the same stream
+when the tensor goes, after every stream the tensor was handed to.
 Raises TypeError/ValueError for bad arguments, NoDriverError without a driver, DriverError when
 the allocation fails.)");
   m.def(
       "zeros",
-      [](py::handle shape, py::handle dtype, py::handle device, py::handle stream, py::handle like) {
-        return empty_impl(shape, dtype, device, stream, like, true);
-      },
+      [](py::handle shape, py::handle dtype, py::handle device, py::handle stream, py::handle like,
+         py::handle allocator) { return empty_impl(shape, dtype, device, stream, like, allocator, true); },
       py::arg("shape"), py::arg("dtype"), py::arg("device") = py::none(), py::arg("stream") = py::none(),
-      py::arg("like") = py::none(),
+      py::arg("like") = py::none(), py::kw_only(), py::arg("allocator") = py::none(),
       "As empty(), with the memory set to zero in stream order (cuMemsetD8Async on the array's stream).");
   m.def("empty_like", &empty_like, py::arg("x"), py::arg("dtype") = py::none(), py::arg("stream") = py::none(),
+        py::kw_only(), py::arg("allocator") = py::none(),
         R"(An uninitialised C-contiguous array with x's shape, device and dtype (or `dtype`).
 
 If type(x) has the DLPack exchange API (torch.Tensor), x's framework allocates it and returns its
 own type (a torch.Tensor, counted by torch.cuda.memory_allocated()). Otherwise a jitbridge.Tensor
 on x's device, allocated in stream order on the consumer stream (stream=, else x's framework's
 current stream, else the legacy default stream), which the tensor keeps alive (the stream= object,
-x's own, CuPy's current Stream). ValueError for host arrays of other frameworks.)");
+x's own, CuPy's current Stream), from `allocator` as empty() says. ValueError for host arrays of
+other frameworks.)");
 }
 
 }  // namespace jitbridge::python
