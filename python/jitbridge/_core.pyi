@@ -112,6 +112,10 @@ class Kernel:
     """
     One kernel of a Program (Program.kernels, Program.kernel()): what the compiler made of it. Read-only; keeps its program alive. To launch it: RawModule.from_program(p).get_function(name).
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Program.kernels and Program.kernel() give Kernels. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Kernel saxpy(float const*, float*, int) regs=16>: name, signature and registers ('?' if unknown).
@@ -140,6 +144,10 @@ class Param:
     """
     One kernel parameter, as the compiler sees it after macros and typedefs. Read-only; made by Signature, never by hand.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Signature.params gives Params. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Param pointer float const* size=8 align=8>: kind, spelling, size and alignment.
@@ -208,6 +216,10 @@ class Program:
     """
     An immutable compiled program, as returned by compile() and link(). Holds its binary and kernels; safe to share between threads. Pickles as its compile request (a linked one raises TypeError).
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: compile() and link() give Programs. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.
@@ -233,12 +245,12 @@ class Program:
     @property
     def cubin(self) -> bytes:
         """
-        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target.
+        The CUBIN (ELF) image; b'' for a virtual (compute_XX) target. The source's own binary: built once more without jitbridge's parameter-type probe on first use (through the kernel cache), so no internal symbol is in it.
         """
     @property
     def fatbin(self) -> bytes:
         """
-        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise.
+        The fat binary of compile(arch=[...]) (one image per target); b'' otherwise. Built without the probe, as cubin.
         """
     @property
     def from_cache(self) -> bool:
@@ -253,7 +265,7 @@ class Program:
     @property
     def link_input(self) -> bytes:
         """
-        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs.
+        What link() takes from this program: the relocatable cubin (-dc, -rdc=true) or the LTO-IR (-dlto); b'' for other programs. Built without the probe, as cubin.
         """
     @property
     def link_input_kind(self) -> typing.Any:
@@ -288,7 +300,7 @@ class Program:
     @property
     def ptx(self) -> str:
         """
-        The PTX text when compiled with ptx=True or for a compute_XX target, else ''.
+        The PTX text when compiled with ptx=True or for a compute_XX target, else ''. Built without the probe, as cubin.
         """
     @property
     def templates(self) -> tuple:
@@ -299,6 +311,10 @@ class Resources:
     """
     What ptxas reported for one kernel (read-only; Kernel.resources). known is False for PTX-only builds (compute_XX targets), and every count is 0 then.
     """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Kernel.resources gives Resources. Raises TypeError.
+        """
     def __repr__(self) -> str:
         """
         <Resources regs=16 smem=0 lmem=0 cmem=376 spills=0/0 barriers=1>, or <Resources unknown>.
@@ -354,6 +370,10 @@ class Signature:
     def __getitem__(self, index: typing.Any) -> typing.Any:
         """
         The Param at `index` (negative indices count from the end), or a tuple of them for a slice. IndexError out of range, TypeError for other index types.
+        """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: Kernel.signature gives Signatures. Raises TypeError.
         """
     def __iter__(self) -> collections.abc.Iterator:
         """
@@ -641,6 +661,15 @@ class _Module:
         """
         The compiled Program, or None for a module loaded from a file.
         """
+def _check_private_directory(path: str, create: bool = False) -> dict:
+    """
+    May code be loaded from directory `path`: the kernel cache's check (owned by the user, or a member of
+    $JITBRIDGE_CACHE_TRUST_GROUP; writable by no one else; every ancestor owned by the user or root and, if
+    writable by others, sticky). `create`: make it (mode 0700) and missing parents first. Returns a dict: ok,
+    exists, path (absolute, symlinks resolved), problem (the rule broken, naming the directory; "" when ok),
+    fix (a command that repairs it, or ""). For jitbridge.torch's add-on build cache; raises nothing but
+    MemoryError.
+    """
 def _context_device() -> int:
     """
     The device whose context is current on this thread (0 when none): inside allocate(), the tensor's device.
@@ -661,10 +690,6 @@ def _exit_allocator_scope(token: typing_extensions.CapsuleType) -> None:
 def _inherit_vectorcall(cls: typing.Any, base: typing.Any) -> None:
     """
     Gives a Python subclass of a kernel type its base's vectorcall (when it does not override __call__).
-    """
-def _launch_profile(reset: bool = False) -> typing.Any:
-    """
-    Mean ns per launch of each phase of the Python launch path, measured in place; None unless built with -DJITBRIDGE_LAUNCH_PROFILE=ON.
     """
 def _set_wheel_roots(roots: list) -> None:
     """
@@ -823,7 +848,8 @@ def link(*args, arch: typing.Any = None, lto: typing.Any = None, options: typing
     device_runtime  link libcudadevrt.a (dynamic parallelism): None: when an input needs it; True: always;
                     False: never.
     
-    Returns a linked Program (Program.linked is True). Raises LinkError (undefined symbols named,
+    Returns a linked Program (Program.linked is True); its cubin property is linked once more, on first use, from
+    the programs as their sources alone build them (no jitbridge symbols). Raises LinkError (undefined symbols named,
     demangled; error_log and info_log), ValueError for bad inputs (none, a program not compiled for
     linking, empty data, another arch, an unknown kind), TypeError for arguments of the wrong type,
     CudaNotFoundError when nvJitLink or a needed device runtime is missing. The GIL is released while linking.
