@@ -7,53 +7,85 @@
 namespace jitbridge {
 namespace {
 
-[[noreturn]] void fail(InteropError::Kind kind, std::string_view arg, const std::string& what) {
+// Every refusal below goes through these cold, out-of-line functions (the message is built only there), so the
+// checks stay small enough to inline into the readers: a valid view costs no call and no string.
+[[noreturn, gnu::cold, gnu::noinline]] void fail(InteropError::Kind kind, std::string_view arg, const std::string& what) {
   if (arg.empty()) throw InteropError(kind, what);
   throw InteropError(kind, fmt::format("{}: {}", arg, what));
 }
+[[noreturn, gnu::cold, gnu::noinline]] void fail(InteropError::Kind kind, std::string_view arg, const char* what) {
+  fail(kind, arg, std::string(what));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_ndim(std::string_view arg, std::size_t ndim) {
+  fail(InteropError::Kind::value, arg, fmt::format("ndim is {}; at most {} dimensions are supported", ndim, kMaxNdim));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_negative_ndim(std::string_view arg, std::int32_t ndim) {
+  fail(InteropError::Kind::value, arg, fmt::format("ndim is negative ({})", ndim));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_negative_extent(std::string_view arg, std::size_t i, std::int64_t n) {
+  fail(InteropError::Kind::value, arg, fmt::format("shape[{}] is negative ({})", i, n));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_strides_count(std::string_view arg, std::size_t strides, std::size_t ndim) {
+  fail(InteropError::Kind::value, arg, fmt::format("strides has {} entries for {} dimensions", strides, ndim));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_first_wraps(std::string_view arg, const ArrayView& v) {
+  fail(InteropError::Kind::overflow, arg,
+       fmt::format("data + byte_offset ({:#x} + {}) wraps around the address space",
+                   reinterpret_cast<std::uintptr_t>(v.data), v.byte_offset));
+}
+[[noreturn, gnu::cold, gnu::noinline]] void fail_span_wraps(std::string_view arg, std::uintptr_t first) {
+  fail(InteropError::Kind::overflow, arg,
+       fmt::format("the bytes the array spans from {:#x} wrap around the address space", first));
+}
 
 constexpr const char* kNullData = "data is NULL but the array is not empty";
+constexpr const char* kStridesOverflow = "the C-contiguous strides of the shape overflow int64";
 
 // Bytes per element for extents (validate_view's `item`): itemsize(), or 1 per element for sub-byte
 // dtypes. bits <= 255 and lanes <= 65535, so this cannot overflow.
-std::int64_t extent_item(DLDataType d) { return (std::int64_t{d.bits} * d.lanes + 7) / 8; }
+inline std::int64_t extent_item(DLDataType d) { return (std::int64_t{d.bits} * d.lanes + 7) / 8; }
 
 // Rule 1.
-void check_dtype(DLDataType d, std::string_view arg) {
+inline void check_dtype(DLDataType d, std::string_view arg) {
   if (d.lanes == 0) fail(InteropError::Kind::value, arg, "dtype has 0 lanes");
   if (d.bits == 0) fail(InteropError::Kind::value, arg, "dtype has 0 bits");
 }
 
 // Rule 2's bound, checked before anything is allocated for the dimensions.
-void check_ndim(std::size_t ndim, std::string_view arg) {
-  if (ndim > kMaxNdim)
-    fail(InteropError::Kind::value, arg, fmt::format("ndim is {}; at most {} dimensions are supported", ndim, kMaxNdim));
+inline void check_ndim(std::size_t ndim, std::string_view arg) {
+  if (ndim > kMaxNdim) fail_ndim(arg, ndim);
 }
 
-// Rules 2 (extents) and 3, for `shape` of a view of `dtype` (rule 1 holds).
-void check_shape(const Dims& shape, DLDataType dtype, std::string_view arg) {
+// The C-contiguous strides (in elements) of the `n` extents `shape` into `out` (extents of 0 and below count as 1);
+// false when they overflow int64 (never for extents that pass rule 3). The one rule contiguous_strides and the
+// readers use.
+inline bool contiguous_into(const std::int64_t* shape, std::size_t n, std::int64_t* out) noexcept {
+  std::int64_t step = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    out[i] = step;
+    if (i > 0 && shape[i] > 1 && !checked::mul(step, shape[i], step)) return false;
+  }
+  return true;
+}
+
+// Rules 2 (extents) and 3 for the `ndim` extents `shape` of a view of `dtype` (rule 1 holds). Returns the bytes the
+// extents span laid out C-contiguous: item times the product of the non-zero extents, or 0 when some extent is 0
+// (the view is empty; item >= 1, so a non-empty view spans at least 1 byte).
+inline std::int64_t check_shape(const std::int64_t* shape, std::size_t ndim, DLDataType dtype, std::string_view arg) {
   std::int64_t bound = extent_item(dtype);
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) fail(InteropError::Kind::value, arg, fmt::format("shape[{}] is negative ({})", i, shape[i]));
-    if (shape[i] != 0 && !checked::mul(bound, shape[i], bound))
+  bool empty = false;
+  for (std::size_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) fail_negative_extent(arg, i, shape[i]);
+    if (shape[i] == 0) empty = true;
+    else if (!checked::mul(bound, shape[i], bound))
       fail(InteropError::Kind::overflow, arg,
            "the array's size in bytes overflows int64 (itemsize times the non-zero extents: the array is too big)");
   }
+  return empty ? 0 : bound;
 }
 
-// Rules 4 and 5 (rules 1 to 3 hold). `null_message` says what a NULL pointer is called.
-void check_layout(const ArrayView& v, std::string_view arg, const char* null_message) {
-  if (v.strides.size() != v.shape.size())
-    fail(InteropError::Kind::value, arg,
-         fmt::format("strides has {} entries for {} dimensions", v.strides.size(), v.shape.size()));
-  std::uintptr_t first = 0;
-  if (!checked::add(reinterpret_cast<std::uintptr_t>(v.data), v.byte_offset, first))
-    fail(InteropError::Kind::overflow, arg,
-         fmt::format("data + byte_offset ({:#x} + {}) wraps around the address space",
-                     reinterpret_cast<std::uintptr_t>(v.data), v.byte_offset));
-  for (std::size_t i = 0; i < v.shape.size(); ++i)
-    if (v.shape[i] == 0) return;  // empty: no element is addressed, whatever the strides
-  if (!v.data) fail(InteropError::Kind::value, arg, null_message);
+// Rule 4 for a non-empty view (rules 1 to 3 hold): the bytes it can touch relative to element 0, [lo, end).
+void check_span(const ArrayView& v, std::string_view arg, std::int64_t& lo_bytes, std::int64_t& end_bytes) {
   const std::int64_t item = extent_item(v.dtype);
   std::int64_t lo = 0, hi = 0;  // furthest elements below and above element 0, in elements
   for (std::size_t i = 0; i < v.shape.size(); ++i) {
@@ -68,22 +100,39 @@ void check_layout(const ArrayView& v, std::string_view arg, const char* null_mes
   std::int64_t extent = 0;
   if (!checked::sub(hi, lo, extent) || !checked::add(extent, 1, extent) || !checked::mul(extent, item, extent))
     fail(InteropError::Kind::overflow, arg, "the byte extent of shape and strides overflows int64");
-  std::uintptr_t lowest = 0, last = 0;  // the first and last byte touched (lo * item and so on fit: see extent)
-  if (!checked::add(first, lo * item, lowest) || !checked::add(first, (hi + 1) * item - 1, last))
-    fail(InteropError::Kind::overflow, arg,
-         fmt::format("the bytes the array spans from {:#x} wrap around the address space", first));
+  lo_bytes = lo * item;  // fits, and so does (hi + 1) * item: see extent
+  end_bytes = (hi + 1) * item;
+}
+
+// Rules 4 and 5 (rules 1 to 3 hold; `bytes` is what check_shape returned for v.shape). `contiguous`: v.strides are
+// contiguous_strides(v.shape), so rule 4 holds already: each stride times item, each reach (shape[i] - 1) *
+// strides[i] and their sum are at most `bytes`, and the span is [0, bytes). `null_message` says what a NULL
+// pointer is called.
+inline void check_layout(const ArrayView& v, std::int64_t bytes, bool contiguous, std::string_view arg,
+                         const char* null_message) {
+  if (v.strides.size() != v.shape.size()) fail_strides_count(arg, v.strides.size(), v.shape.size());
+  std::uintptr_t first = 0;
+  if (!checked::add(reinterpret_cast<std::uintptr_t>(v.data), v.byte_offset, first)) fail_first_wraps(arg, v);
+  if (bytes == 0) return;  // empty: no element is addressed, whatever the strides
+  if (!v.data) fail(InteropError::Kind::value, arg, null_message);
+  std::int64_t lo = 0, end = bytes;
+  if (!contiguous) check_span(v, arg, lo, end);
+  std::uintptr_t lowest = 0, last = 0;  // the first and last byte touched
+  if (!checked::add(first, lo, lowest) || !checked::add(first, end - 1, last)) fail_span_wraps(arg, first);
 }
 
 // view.shape and view.strides from the producer's arrays, validated (rules 1 to 5). `strides` NULL
 // means C-contiguous; `strides_bytes` says they are in bytes (CAI) rather than elements (DLPack).
-void fill_layout(ArrayView& v, const std::int64_t* shape, std::size_t ndim, const std::int64_t* strides,
+[[gnu::always_inline]] inline void fill_layout(ArrayView& v, const std::int64_t* shape, std::size_t ndim, const std::int64_t* strides,
                  bool strides_bytes, std::string_view arg, const char* null_message) {
   check_dtype(v.dtype, arg);
   check_ndim(ndim, arg);
   v.shape.assign(shape, ndim);
-  check_shape(v.shape, v.dtype, arg);
+  const std::int64_t bytes = check_shape(v.shape.data(), ndim, v.dtype, arg);
   if (!strides) {
-    contiguous_strides(v.shape, v.strides);  // in place: no temporary Dims per view
+    v.strides.resize(ndim);
+    if (!contiguous_into(v.shape.data(), ndim, v.strides.data()))  // cannot fail after rule 3
+      fail(InteropError::Kind::overflow, arg, kStridesOverflow);
   } else if (!strides_bytes) {
     v.strides.assign(strides, ndim);
   } else {
@@ -99,7 +148,7 @@ void fill_layout(ArrayView& v, const std::int64_t* shape, std::size_t ndim, cons
       v.strides[i] = strides[i] / item;
     }
   }
-  check_layout(v, arg, null_message);
+  check_layout(v, bytes, !strides, arg, null_message);
 }
 
 }  // namespace
@@ -107,20 +156,16 @@ void fill_layout(ArrayView& v, const std::int64_t* shape, std::size_t ndim, cons
 void validate_shape(const Dims& shape, DLDataType dtype, std::string_view arg) {
   check_dtype(dtype, arg);
   check_ndim(shape.size(), arg);
-  check_shape(shape, dtype, arg);
+  check_shape(shape.data(), shape.size(), dtype, arg);
 }
 
 void validate_view(const ArrayView& v, std::string_view arg) {
-  validate_shape(v.shape, v.dtype, arg);
-  check_layout(v, arg, kNullData);
+  check_dtype(v.dtype, arg);
+  check_ndim(v.shape.size(), arg);
+  check_layout(v, check_shape(v.shape.data(), v.shape.size(), v.dtype, arg), false, arg, kNullData);
 }
 
-void Dims::assign(const std::int64_t* values, std::size_t n) {
-  resize(n);
-  for (std::size_t i = 0; i < n; ++i) data()[i] = values[i];
-}
-
-void Dims::resize(std::size_t n) {
+void Dims::resize_heap(std::size_t n) {
   if (n > kInline) heap_.resize(n);
   else heap_.clear();
   size_ = n;
@@ -156,12 +201,8 @@ bool ArrayView::is_c_contiguous() const noexcept {
 
 void contiguous_strides(const Dims& shape, Dims& out) {
   out.resize(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    out[i] = step;
-    if (i > 0 && shape[i] > 1 && !checked::mul(step, shape[i], step))
-      fail(InteropError::Kind::overflow, "", "the C-contiguous strides of the shape overflow int64");
-  }
+  if (!contiguous_into(shape.data(), shape.size(), out.data()))
+    fail(InteropError::Kind::overflow, "", kStridesOverflow);
 }
 
 Dims contiguous_strides(const Dims& shape) {
@@ -171,7 +212,7 @@ Dims contiguous_strides(const Dims& shape) {
 }
 
 void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& v, std::string_view arg) {
-  if (t.ndim < 0) fail(InteropError::Kind::value, arg, fmt::format("ndim is negative ({})", t.ndim));
+  if (t.ndim < 0) fail_negative_ndim(arg, t.ndim);
   if (t.ndim > 0 && !t.shape) fail(InteropError::Kind::value, arg, "shape is NULL");
   v.owner.reset();
   v.data = t.data;
@@ -214,8 +255,7 @@ ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std
                         const std::optional<std::vector<std::int64_t>>& strides_bytes, std::string_view typestr,
                         DLDevice device, std::shared_ptr<void> owner, std::string_view arg) {
   if (strides_bytes && strides_bytes->size() != shape.size())
-    fail(InteropError::Kind::value, arg,
-         fmt::format("strides has {} entries for {} dimensions", strides_bytes->size(), shape.size()));
+    fail_strides_count(arg, strides_bytes->size(), shape.size());
   return view_from_cai(ptr, readonly, shape.data(), shape.size(), strides_bytes ? strides_bytes->data() : nullptr,
                        typestr, device, std::move(owner), arg);
 }

@@ -297,8 +297,9 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     return set_error(JITBRIDGE_ERROR_VERSION, "launch: config->struct_size is smaller than version 1.0's "
                                               "jitbridge_launch_config (set it to sizeof(jitbridge_launch_config))");
   return guarded([&] {
-    const Function& f = *resolved_of(function).function;
-    const Device& device = *resolved_of(function).device;
+    const ResolvedKernel& resolved = resolved_of(function);
+    const Function& f = *resolved.function;
+    const Device& device = *resolved.device;
     LaunchConfig c;
     c.grid = {config->grid[0], config->grid[1], config->grid[2]};
     c.block = {config->block[0], config->block[1], config->block[2]};
@@ -311,8 +312,18 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     thread_local std::vector<launch_detail::Slot> slots(8);
     if (slots.size() < n_args) slots.resize(n_args);
     for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
+    const bool check_args = (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0;
+    // The plan's acceptors first (the values are those pack_all takes); any decline: the full path decides.
+    alignas(16) unsigned char space[kFastSpaceBytes];
+    const ParamLayout* layout = resolved.plan ? resolved.plan->layout() : nullptr;
+    if (layout && pack_accepted(resolved.plan->fast(check_args), layout->bytes, &slots[0].value,
+                                sizeof(launch_detail::Slot), n_args, device.ordinal(), space)) {
+      validate_launch_memo(f, c, device);
+      jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes});
+      return;
+    }
     thread_local ArgBuffer buffer;
-    launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0);
+    launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, check_args);
     validate_launch_memo(f, c, device);
     jitbridge::launch(f, c, device, buffer);
   });

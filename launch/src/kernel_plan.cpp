@@ -54,6 +54,7 @@ const ResolvedKernel& KernelPlan::resolved(const Device& device) const {
     throw std::invalid_argument(fmt::format("{}: {}", name_, e.what()));
   }
   entry->device = &device;
+  entry->plan = this;
   entries_.push_back(std::move(entry));
   slot.store(entries_.back().get(), std::memory_order_release);
   return *entries_.back();
@@ -66,6 +67,7 @@ void KernelPlan::rebind(const Device& device, std::shared_ptr<Function> function
   auto entry = std::make_unique<ResolvedKernel>();
   entry->function = std::move(function);
   entry->device = &device;
+  entry->plan = this;
   entries_.push_back(std::move(entry));
   resolved_[static_cast<std::size_t>(device.ordinal())].store(entries_.back().get(), std::memory_order_release);
 }

@@ -172,6 +172,19 @@ TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the
   CHECK(p.x == x);
   CHECK(p.y == y);
   CHECK(p.n == 1000);
+  // The plan's acceptors pack that call; a C int64 for `a` is left to the full path (pack_values), which converts
+  // it. Both give the driver the same bytes.
+  jitbridge_arg accepted[4] = {number(JITBRIDGE_ARG_FLOAT, 2.0), args[1], args[2], args[3]};
+  jitbridge_arg full[4] = {number(JITBRIDGE_ARG_INT, 0, 2), args[1], args[2], args[3]};
+  REQUIRE(c_api().launch(f, &c, accepted, 4, 0) == JITBRIDGE_OK);
+  const FakeCudaLaunch la = last_launch();
+  REQUIRE(c_api().launch(f, &c, full, 4, 0) == JITBRIDGE_OK);
+  const FakeCudaLaunch lf = last_launch();
+  CHECK(lf.count == before + 3);
+  CHECK((l.buffer_form == 1 && la.buffer_form == 1 && lf.buffer_form == 1));
+  CHECK(jitbridge_test::saxpy_params(lf).a == 2.0f);
+  REQUIRE(lf.param_bytes == la.param_bytes);
+  CHECK(std::memcmp(lf.params, la.params, la.param_bytes) == 0);
 
   CHECK(c_api().mem_free(0, x, nullptr) == JITBRIDGE_OK);
   CHECK(c_api().mem_free(0, y, nullptr) == JITBRIDGE_OK);

@@ -77,8 +77,16 @@ class Dims {
     if (this != &o) assign(o.data(), o.size());
     return *this;
   }
-  void assign(const std::int64_t* values, std::size_t n);
-  void resize(std::size_t n);
+  // Inline for up to kInline dimensions (no call, no allocation: the launch path fills views per argument).
+  void assign(const std::int64_t* values, std::size_t n) {
+    resize(n);
+    std::int64_t* d = data();
+    for (std::size_t i = 0; i < n; ++i) d[i] = values[i];
+  }
+  void resize(std::size_t n) {
+    if (n <= kInline && heap_.empty()) size_ = n;
+    else resize_heap(n);
+  }
   std::size_t size() const { return size_; }
   std::int64_t* data() { return heap_.empty() ? inline_ : heap_.data(); }
   const std::int64_t* data() const { return heap_.empty() ? inline_ : heap_.data(); }
@@ -88,6 +96,7 @@ class Dims {
 
  private:
   static constexpr std::size_t kInline = 8;
+  void resize_heap(std::size_t n);  // resize() past kInline, or back from the heap
   std::int64_t inline_[kInline] = {};
   std::vector<std::int64_t> heap_;
   std::size_t size_ = 0;

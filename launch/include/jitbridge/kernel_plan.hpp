@@ -18,9 +18,11 @@ namespace jitbridge {
 
 // The kernel resolved on one device: its Function there and the device. Made once per device by KernelPlan and
 // kept until the plan dies (the C interface hands it out as a jitbridge_function).
+class KernelPlan;
 struct ResolvedKernel {
   std::shared_ptr<Function> function;
   const Device* device = nullptr;
+  const KernelPlan* plan = nullptr;  // the plan that made it (it lives as long as the plan)
 };
 
 // Made once per kernel; needs no GPU. Immutable but for the per-device table, which is thread-safe. Keeps `modules`

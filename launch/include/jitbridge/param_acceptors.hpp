@@ -85,4 +85,13 @@ inline bool accept_bytes(const FastParam& p, const void* data, std::size_t n, un
   return true;
 }
 
+// Packs values[0..n) (`stride` bytes apart, as pack_values takes them) into `space` (kFastSpaceBytes) with the
+// acceptors alone: `fast` is a plan's fast params (KernelPlan::fast), `bytes` its layout's size (ParamLayout::bytes).
+// True when every value was accepted and the arrays are on `device`: `space`'s first `bytes` are then the parameter
+// space (padding zeroed). False when any declines, having written nothing the launch uses: the full path
+// (pack_values) then decides and words the error. Arrays must be validated views (validate_view); read-only and
+// immutable ones go only to const pointees. Never throws.
+bool pack_accepted(const std::vector<FastParam>& fast, std::size_t bytes, const ArgValue* values, std::size_t stride,
+                   std::size_t n, int device, unsigned char* space) noexcept;
+
 }  // namespace jitbridge
