@@ -34,6 +34,10 @@ class ArrayView:
         """
         (device_type, device_id) as DLPack numbers them: (2, N) for cuda:N, (1, 0) for the CPU.
         """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: as_array() and from_ptr() give ArrayViews. Raises TypeError.
+        """
     def __repr__(self: jitbridge.ArrayView) -> str:
         """
         The shape, dtype, device and address.
@@ -410,7 +414,7 @@ class Tensor:
     (as with torch.Tensor.record_stream).
     Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
     cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
-    without a copy. Made by empty(), zeros() and empty_like() only.
+    without a copy. Made by empty(), zeros(), empty_like() and asarray() only.
     """
     def __dlpack__(self: jitbridge.Tensor, *, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing.Any:
         """
@@ -432,6 +436,10 @@ class Tensor:
     def __dlpack_device__(self: jitbridge.Tensor) -> tuple[int, int]:
         """
         (2, N): DLPack's numbers for cuda:N.
+        """
+    def __init__(self, *args, **kwargs) -> None:
+        """
+        Not made directly: empty(), zeros(), empty_like() and asarray() give Tensors. Raises TypeError.
         """
     def __repr__(self: jitbridge.Tensor) -> str:
         """

@@ -12,6 +12,15 @@ py::str text(std::string_view s) {
   return py::reinterpret_steal<py::str>(o);
 }
 
+void not_made_directly(py::handle cls, const std::string& by) {
+  const std::string name = py::str(cls.attr("__name__"));
+  const std::string message = "jitbridge." + name + " is not made directly: " + by;
+  const std::string doc = "Not made directly: " + by + ". Raises TypeError.";
+  py::setattr(cls, "__init__",
+              py::cpp_function([message](py::handle, py::args, py::kwargs) { throw py::type_error(message); },
+                               py::name("__init__"), py::is_method(cls), py::doc(doc.c_str())));
+}
+
 std::string type_name(py::handle obj) {
   // From tp_name, with no Python code run (a metaclass's __name__ could raise or mutate): a heap
   // type's is its __name__, a static type's is "module.Name", of which __name__ is the last part.

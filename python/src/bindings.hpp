@@ -58,6 +58,11 @@ Cls public_class(Cls cls) {
   return cls;
 }
 
+// Gives `cls` (a class of the public API that only other calls make) an __init__ that raises TypeError
+// "jitbridge.<Name> is not made directly: <by>", documented "Not made directly: <by>." for help(), in place of
+// pybind11's "No constructor defined!" and Python's "Initialize self" boilerplate. `by` names what gives them.
+void not_made_directly(py::handle cls, const std::string& by);
+
 void bind_errors(py::module_& m);       // errors.cpp
 void bind_program(py::module_& m);      // program.cpp
 void bind_compile(py::module_& m);      // compile.cpp

@@ -138,6 +138,7 @@ ptr (int, address of element 0), shape, strides (in elements), dtype (str), devi
 array API writes it: 1 is the legacy default stream, 2 the per-thread one). jitbridge never
 frees the memory it views. Made by as_array() and from_ptr() only.)"));
   register_array_view_type(reinterpret_cast<PyTypeObject*>(cls.ptr()));
+  not_made_directly(cls, "as_array() and from_ptr() give ArrayViews");
   cls.def_property_readonly("ptr", [](const ArrayViewObject& v) { return reinterpret_cast<std::uintptr_t>(v.view.ptr()); },
                             "The address of element 0 (an int; device memory unless device is 'cpu').")
       .def_property_readonly("shape", [](const ArrayViewObject& v) { return to_tuple(v.view.shape); },

@@ -236,8 +236,9 @@ CuPy's current Stream object; a raw int handle that is none of those must outliv
 (as with torch.Tensor.record_stream).
 Exports __dlpack__ / __dlpack_device__ and __cuda_array_interface__ (v3), so torch.from_dlpack,
 cupy.from_dlpack / cupy.asarray, jax.dlpack.from_dlpack and numba.cuda.as_cuda_array take it
-without a copy. Made by empty(), zeros() and empty_like() only.)"));
+without a copy. Made by empty(), zeros(), empty_like() and asarray() only.)"));
   register_tensor_type(reinterpret_cast<PyTypeObject*>(cls.ptr()));
+  not_made_directly(cls, "empty(), zeros(), empty_like() and asarray() give Tensors");
   cls.def_property_readonly("shape", [](const TensorObject& t) { return to_tuple(t.tensor.view().shape); },
                             "The shape, a tuple of ints.")
       .def_property_readonly("strides", [](const TensorObject& t) { return to_tuple(t.tensor.view().strides); },

@@ -308,31 +308,12 @@ void bind_program(py::module_& m) {
                                 origin_name(p.origin)));
       }), "<Program kernel.cu for sm_90: 1 kernel (saxpy), compiled>: name, target, kernels and origin.");
 
-  // help() on these classes shows their own __init__: what gives them, instead of Python's "Initialize self"
-  // boilerplate (and instead of pybind11's "No constructor defined!" when called).
-  struct Maker {
-    const char* name;
-    const char* by;   // what gives them
-    const char* doc;  // the same, for help()
-  };
-  static constexpr Maker makers[] = {
-      {"Program", "compile() and link() give Programs",
-       "Not made directly: compile() and link() give Programs. Raises TypeError."},
-      {"Kernel", "Program.kernels and Program.kernel() give Kernels",
-       "Not made directly: Program.kernels and Program.kernel() give Kernels. Raises TypeError."},
-      {"Signature", "Kernel.signature gives Signatures",
-       "Not made directly: Kernel.signature gives Signatures. Raises TypeError."},
-      {"Param", "Signature.params gives Params", "Not made directly: Signature.params gives Params. Raises TypeError."},
-      {"Resources", "Kernel.resources gives Resources",
-       "Not made directly: Kernel.resources gives Resources. Raises TypeError."},
-  };
-  for (const Maker& maker : makers) {
-    py::object cls = m.attr(maker.name);
-    const std::string message = fmt::format("jitbridge.{} is not made directly: {}", maker.name, maker.by);
-    py::setattr(cls, "__init__",
-                py::cpp_function([message](py::handle, py::args, py::kwargs) { throw py::type_error(message); },
-                                 py::name("__init__"), py::is_method(cls), py::doc(maker.doc)));
-  }
+  // help() on these classes shows what gives them instead of Python's "Initialize self" boilerplate.
+  not_made_directly(m.attr("Program"), "compile() and link() give Programs");
+  not_made_directly(m.attr("Kernel"), "Program.kernels and Program.kernel() give Kernels");
+  not_made_directly(m.attr("Signature"), "Kernel.signature gives Signatures");
+  not_made_directly(m.attr("Param"), "Signature.params gives Params");
+  not_made_directly(m.attr("Resources"), "Kernel.resources gives Resources");
 }
 
 }  // namespace jitbridge::python
