@@ -153,6 +153,18 @@ call("wide float out of range", *b(1.0, 1e300, 1, 1, True, 1))
 call("wide int out of range", *b(1.0, 1.0, 2**40, 1, True, 1))
 call("wide uchar out of range", *b(1.0, 1.0, 1, 300, True, 1))
 call("wide long long out of range", *b(1.0, 1.0, 1, 1, True, 2**64 - 1))
+# Five more patterns (eight in all, the most a kernel learns), NumPy integers into float parameters among them;
+# a ninth pattern takes the full path every time.
+EXTRA = [(np.int32(-5), np.int8(3), np.int64(7), np.uint8(9), np.bool_(True), np.int8(-1)),
+         (np.uint64(2**53), np.uint16(7), np.uint64(12), np.uint16(200), True, np.uint64(2**62)),
+         (np.float16(-1.5), np.float32(0.25), np.int8(-128), np.int8(5), np.bool_(False), np.int16(-300)),
+         (np.longlong(3), np.ulonglong(4), np.longlong(-2), np.ulonglong(255), True, np.longlong(-2**62)),
+         (np.float32(1e30), np.float64(2.5), np.uint32(7), np.int32(100), False, np.int32(-7)),
+         (0.5, np.float64(1.0), np.int32(1), 1, True, 1)]
+for j, values in enumerate(EXTRA):
+    call(f"extra {j} learns", *values)
+    call(f"extra {j} again", *values)
+records.append(dict(label="kinds", kinds=[list(how) for _, usable, how in k._shortcuts if usable]))
 print(json.dumps(records))
 '''
 
@@ -188,3 +200,27 @@ def test_the_shortcut_reads_numpy_scalars_as_the_full_path_does():
                                                          "18446744073709551615 does not fit")):
         assert r[label]["error"] is not None and r[label]["error"].startswith(words), r[label]
         assert r[label]["launched"] == 0 and r[label]["shortcut"] == 0, r[label]
+
+
+def test_the_shortcut_reads_numpy_scalars_in_place_for_up_to_eight_patterns():
+    records = run_json_child(SHORTCUT_CHILD)
+    r = {x["label"]: x for x in records}
+    extra = [np.int32(-5), np.int8(3), np.int64(7), np.uint8(9), np.bool_(True), np.int8(-1)], \
+        [np.uint64(2**53), np.uint16(7), np.uint64(12), np.uint16(200), True, np.uint64(2**62)], \
+        [np.float16(-1.5), np.float32(0.25), np.int8(-128), np.int8(5), np.bool_(False), np.int16(-300)], \
+        [np.longlong(3), np.ulonglong(4), np.longlong(-2), np.ulonglong(255), True, np.longlong(-2**62)], \
+        [np.float32(1e30), np.float64(2.5), np.uint32(7), np.int32(100), False, np.int32(-7)], \
+        [0.5, np.float64(1.0), np.int32(1), 1, True, 1]
+    for j, (d, f, i, u, b, q) in enumerate(extra):
+        want = expect(float(d), float(f), int(i), int(u), bool(b), int(q))
+        for step in ("learns", "again"):
+            x = r[f"extra {j} {step}"]
+            assert x["error"] is None and x["launched"] == 1 and params(x) == want, x
+        # patterns 4 to 8 are learnt (the "again" call takes the shortcut); the ninth is not
+        assert r[f"extra {j} again"]["shortcut"] == (1 if j < 5 else 0), r[f"extra {j} again"]
+    kinds = r["kinds"]["kinds"]
+    assert len(kinds) == 8, kinds
+    # NumPy floats and integers are read in place, into float and integer parameters alike; bools by truth
+    assert kinds[1] == ["exchange_array"] + ["numpy_scalar"] * 4 + ["boolean", "numpy_scalar"], kinds[1]
+    assert kinds[3] == ["exchange_array"] + ["numpy_scalar"] * 4 + ["boolean", "numpy_scalar"], kinds[3]
+    assert kinds[0] == ["exchange_array", "floating", "floating", "integer", "integer", "boolean", "integer"], kinds[0]

@@ -300,7 +300,7 @@ void bind_kernels(py::module_& m) {
       .def_property_readonly("_shortcuts", initialised([](const KernelObject& k) {
         static const char* kinds[] = {"exchange_array", "cupy_array",    "numba_array", "null_pointer",
                                       "integer",        "index_integer", "boolean",     "floating",
-                                      "buffer"};
+                                      "buffer",         "numpy_scalar"};
         py::list out;
         for (const auto& s : k.shortcuts) {
           py::list types, how;

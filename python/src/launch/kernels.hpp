@@ -48,7 +48,7 @@ struct KernelObject {
   // Like `function`, only touched with the GIL held.
   const char* argument_name(std::size_t i) const;
   mutable std::deque<std::string> argument_names;
-  // The launch shortcuts learnt so far (at most 4; never removed, so a launch may hold one while
+  // The launch shortcuts learnt so far (at most LaunchShortcut::kMaxPerKernel; never removed, so a launch may hold one while
   // Python code runs). GIL held.
   mutable std::vector<std::unique_ptr<LaunchShortcut>> shortcuts;
   // The grid and block objects of the last k(grid, block, args) call and what they parsed to: kept

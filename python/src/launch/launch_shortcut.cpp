@@ -116,6 +116,18 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
         if (!fits) return decline();
         break;
       }
+      case Kind::numpy_scalar: {
+        if (a.numpy.kind == NumpyScalar::Kind::floating) {
+          if (!accept_floating(p, numpy_float_value(obj, a.numpy), buffer)) return decline();
+          break;
+        }
+        long long v = 0;
+        if (!numpy_int64_value(obj, a.numpy, v)) return decline();  // a uint64 past int64: the full path
+        const bool fits = a.from_integer ? accept_floating(p, static_cast<double>(v), buffer)
+                                         : accept_integer(p, v, buffer);
+        if (!fits) return decline();
+        break;
+      }
       case Kind::floating: {
         double x;
         if (a.from_integer) {
@@ -171,7 +183,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
 
 void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n, bool check_args) {
   const Signature* sig = k.launch->signature();
-  if (!sig || !k.function || find(k, args, n, check_args) || k.shortcuts.size() >= 4) return;
+  if (!sig || !k.function || find(k, args, n, check_args) || k.shortcuts.size() >= LaunchShortcut::kMaxPerKernel) return;
   const std::vector<FastParam>& params = k.launch->fast(check_args);
   const ParamLayout* layout = k.launch->layout();
   if (!layout || params.size() != n) return;
@@ -215,12 +227,18 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n,
       a.kind = Kind::buffer;  // the full path copies the bytes of any scalar or struct parameter
     } else if (p.kind == FK::integer && c == ScalarClass::integer) {
       // What the full path would make of this type (classify_scalar), into what the parameter takes.
-      a.kind = a.type == &PyLong_Type ? Kind::integer : Kind::index_integer;
+      a.numpy = a.type == &PyLong_Type ? NumpyScalar{} : numpy_scalar(a.type);
+      const bool numpy_integer = a.numpy.kind == NumpyScalar::Kind::signed_integer ||
+                                 a.numpy.kind == NumpyScalar::Kind::unsigned_integer;
+      a.kind = a.type == &PyLong_Type ? Kind::integer : numpy_integer ? Kind::numpy_scalar : Kind::index_integer;
     } else if (p.kind == FK::boolean && c == ScalarClass::boolean) {
       a.kind = Kind::boolean;
     } else if (p.kind == FK::floating && (c == ScalarClass::floating || c == ScalarClass::integer)) {
-      a.kind = Kind::floating;
       a.from_integer = c == ScalarClass::integer;
+      a.numpy = a.type == &PyLong_Type || a.type == &PyFloat_Type ? NumpyScalar{} : numpy_scalar(a.type);
+      const bool numpy_ok = a.numpy.kind != NumpyScalar::Kind::none &&
+                            (a.numpy.kind == NumpyScalar::Kind::floating) == !a.from_integer;
+      a.kind = numpy_ok ? Kind::numpy_scalar : Kind::floating;
     } else {
       ok = false;  // tensor views, half/bfloat16/complex values and structs by value take the full path
     }

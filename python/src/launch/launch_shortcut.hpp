@@ -13,6 +13,7 @@
 #include "interop/arrays.hpp"
 #include "jitbridge/launcher.hpp"
 #include "jitbridge/param_acceptors.hpp"
+#include "launch/scalar_args.hpp"
 
 namespace jitbridge::python {
 
@@ -23,22 +24,28 @@ struct ShortcutArg {
   // integer: exactly int; index_integer: other integers (NumPy's), through __index__; floating: any
   // number into a float/double parameter (numpy.float32/float16 too), through __float__.
   // buffer: bytes or another buffer (structured scalars) of exactly the parameter's size, copied as
-  // they are.
+  // they are. numpy_scalar: a NumPy integer or float (numpy_scalar() knows its layout) into an integer or
+  // floating parameter, read in place: no __index__ / __float__ call, no temporary object.
   enum class Kind : std::uint8_t {
-    exchange_array, cupy_array, numba_array, null_pointer, integer, index_integer, boolean, floating, buffer
+    exchange_array, cupy_array, numba_array, null_pointer, integer, index_integer, boolean, floating, buffer,
+    numpy_scalar
   };
   PyTypeObject* type = nullptr;  // borrowed: array types are held by the adapter cache, the rest are builtins
   Kind kind = Kind::integer;
   bool from_integer = false;     // floating: the argument is an integer (read as one, then converted)
+  NumpyScalar numpy;             // numpy_scalar: how the value is laid out
   FastParam param;               // the parameter's rule and place (KernelPlan::fast): its acceptor writes it
 };
 
-// The shortcut for one pattern of argument types (a kernel keeps a few). Made once, never changed
+// The shortcut for one pattern of argument types (a kernel keeps up to kMaxPerKernel). Made once, never changed
 // afterwards except for the memo of the last configuration validated, so a launch may hold a
 // pointer to it while Python code runs (a producer, a finalizer) and launches again.
 struct LaunchShortcut {
   static constexpr std::size_t kMaxArgs = 32;
   static constexpr std::size_t kMaxBytes = kFastSpaceBytes;
+  // Patterns a kernel learns (a kernel called with Python numbers, then NumPy scalars of a few widths, ...);
+  // calls of further patterns take the full path.
+  static constexpr std::size_t kMaxPerKernel = 8;
   std::vector<ShortcutArg> args;
   bool usable = false;           // false: calls of these types take the full path (learnt once)
   const DLPackExchangeAPI* api = nullptr;  // the exchange arrays' table (one framework per shortcut)

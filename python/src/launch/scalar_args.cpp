@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include "common/checked_args.hpp"
 
@@ -137,6 +141,126 @@ int numpy_float_bits(PyTypeObject* type) {
   if (std::strcmp(name + 11, "32") == 0) return 32;
   if (std::strcmp(name + 11, "16") == 0) return 16;
   return 0;
+}
+
+namespace {
+
+// Where a scalar of `bytes` bytes sits in a NumPy scalar object: after the header, aligned to its size.
+constexpr std::size_t numpy_value_offset(std::size_t bytes) {
+  return (sizeof(PyObject) + bytes - 1) / bytes * bytes;
+}
+
+const unsigned char* numpy_value(PyObject* o, NumpyScalar s) noexcept {
+  return reinterpret_cast<const unsigned char*>(o) + numpy_value_offset(s.bytes);
+}
+
+// IEEE binary16 bits to double (exact: every half is a double).
+double half_to_double(std::uint16_t h) noexcept {
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  double magnitude;
+  if (exponent == 0) magnitude = std::ldexp(mantissa, -24);  // zero and subnormals
+  else if (exponent == 31) magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL;
+  else magnitude = std::ldexp(mantissa | 0x400, exponent - 25);
+  return (h & 0x8000) ? -magnitude : magnitude;
+}
+
+// The type's name to what it should hold; none for anything else (subclasses have names of their own).
+NumpyScalar numpy_scalar_by_name(const char* name) {
+  using K = NumpyScalar::Kind;
+  if (std::strncmp(name, "numpy.", 6) != 0) return {};
+  struct Known {
+    const char* name;
+    NumpyScalar scalar;
+  };
+  static constexpr Known known[] = {
+      {"int8", {K::signed_integer, 1}},    {"int16", {K::signed_integer, 2}},    {"int32", {K::signed_integer, 4}},
+      {"int64", {K::signed_integer, 8}},   {"longlong", {K::signed_integer, 8}}, {"uint8", {K::unsigned_integer, 1}},
+      {"uint16", {K::unsigned_integer, 2}}, {"uint32", {K::unsigned_integer, 4}},
+      {"uint64", {K::unsigned_integer, 8}}, {"ulonglong", {K::unsigned_integer, 8}},
+      {"float16", {K::floating, 2}},       {"float32", {K::floating, 4}},        {"float64", {K::floating, 8}},
+  };
+  for (const Known& k : known)
+    if (std::strcmp(name + 6, k.name) == 0) return k.scalar;
+  return {};
+}
+
+// Makes type(42) (type(1.5) for floats) and reads it both ways: in place, and as Python does.
+bool numpy_layout_verified(PyTypeObject* type, NumpyScalar s) {
+  if (type->tp_basicsize < static_cast<Py_ssize_t>(numpy_value_offset(s.bytes) + s.bytes)) return false;
+  const bool floating = s.kind == NumpyScalar::Kind::floating;
+  PyObject* probe = floating ? PyFloat_FromDouble(1.5) : PyLong_FromLong(42);
+  if (!probe) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* made = PyObject_CallOneArg(reinterpret_cast<PyObject*>(type), probe);
+  Py_DECREF(probe);
+  bool same = false;
+  if (made && Py_TYPE(made) == type) {
+    if (floating) {
+      same = numpy_float_value(made, s) == 1.5;
+    } else {
+      long long v = 0;
+      same = numpy_int64_value(made, s, v) && v == 42;
+    }
+  }
+  Py_XDECREF(made);
+  PyErr_Clear();
+  return same;
+}
+
+}  // namespace
+
+NumpyScalar numpy_scalar(PyTypeObject* type) {
+  // Verified once per type (NumPy's scalar types live as long as NumPy, which is never unloaded). GIL held.
+  static std::vector<std::pair<PyTypeObject*, NumpyScalar>> seen;
+  for (const auto& [t, s] : seen)
+    if (t == type) return s;
+  NumpyScalar s = numpy_scalar_by_name(type->tp_name);
+  if (s.kind != NumpyScalar::Kind::none && !numpy_layout_verified(type, s)) s = {};
+  if (s.kind != NumpyScalar::Kind::none) Py_INCREF(type);  // kept: `seen` compares by address
+  seen.emplace_back(type, s);
+  return s;
+}
+
+double numpy_float_value(PyObject* o, NumpyScalar s) noexcept {
+  const unsigned char* p = numpy_value(o, s);
+  if (s.bytes == 2) {
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_double(h);
+  }
+  if (s.bytes == 4) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  double d;
+  std::memcpy(&d, p, 8);
+  return d;
+}
+
+bool numpy_int64_value(PyObject* o, NumpyScalar s, long long& v) noexcept {
+  const unsigned char* p = numpy_value(o, s);
+  if (s.kind == NumpyScalar::Kind::signed_integer) {
+    switch (s.bytes) {
+      case 1: { std::int8_t x; std::memcpy(&x, p, 1); v = x; return true; }
+      case 2: { std::int16_t x; std::memcpy(&x, p, 2); v = x; return true; }
+      case 4: { std::int32_t x; std::memcpy(&x, p, 4); v = x; return true; }
+      default: { std::int64_t x; std::memcpy(&x, p, 8); v = x; return true; }
+    }
+  }
+  std::uint64_t u = 0;
+  switch (s.bytes) {
+    case 1: { std::uint8_t x; std::memcpy(&x, p, 1); u = x; break; }
+    case 2: { std::uint16_t x; std::memcpy(&x, p, 2); u = x; break; }
+    case 4: { std::uint32_t x; std::memcpy(&x, p, 4); u = x; break; }
+    default: std::memcpy(&u, p, 8);
+  }
+  if (u > static_cast<std::uint64_t>(std::numeric_limits<long long>::max())) return false;
+  v = static_cast<long long>(u);
+  return true;
 }
 
 bool int64_argument(PyObject* o, long long& v) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "bindings.hpp"
 #include "jitbridge/arguments.hpp"
@@ -20,6 +21,23 @@ ScalarClass classify_scalar(PyObject* o);
 // 32 for exactly numpy.float32, 16 for exactly numpy.float16 (by the type's name: NumPy is never
 // imported), else 0.
 int numpy_float_bits(PyTypeObject* type);
+
+// How to read a NumPy scalar of exactly this type in place: NumPy's scalar objects keep their value right after the
+// object header (numpy/arrayscalars.h: PyObject_HEAD, then `obval`), in NumPy 1.x and 2.x alike. Known only for
+// NumPy's int8..int64, uint8..uint64 (and longlong / ulonglong), float16, float32 and float64, recognised by the
+// type's name, and only once the layout has been verified for that type (a value made by the type itself, read in
+// place, equals what __index__ / __float__ give). kind none otherwise: read it as any Python number. GIL held.
+struct NumpyScalar {
+  enum class Kind : std::uint8_t { none, signed_integer, unsigned_integer, floating };
+  Kind kind = Kind::none;
+  std::uint8_t bytes = 0;  // the value's width
+};
+NumpyScalar numpy_scalar(PyTypeObject* type);
+// The value of `o`, whose type numpy_scalar() described as `s` (kind floating): widened to double exactly.
+double numpy_float_value(PyObject* o, NumpyScalar s) noexcept;
+// The value of `o` (kind signed or unsigned integer) into `v`; false for a uint64 above INT64_MAX.
+bool numpy_int64_value(PyObject* o, NumpyScalar s, long long& v) noexcept;
+
 // An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
 // through __index__. False, with the Python error (if any) left set, otherwise.
 bool int64_argument(PyObject* o, long long& v);
