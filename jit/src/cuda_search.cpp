@@ -69,11 +69,34 @@ std::string parent(const std::string& path) {
   if (slash == std::string::npos) return ".";
   return slash == 0 ? std::string("/") : path.substr(0, slash);
 }
+// realpath() costs one readlink per path component, and one search asks for the same few roots many times (a
+// fresh process's first disk-cache hit made ~60 readlinks for /usr/local/cuda alone). A CanonicalMemo on the stack
+// of each entry point answers the repeats within that search only, so a later search sees links as they are then.
+thread_local std::vector<std::pair<std::string, std::string>>* t_canonical_memo = nullptr;
+class CanonicalMemo {
+ public:
+  CanonicalMemo() : owner_(t_canonical_memo == nullptr) {
+    if (owner_) t_canonical_memo = &entries_;
+  }
+  ~CanonicalMemo() {
+    if (owner_) t_canonical_memo = nullptr;
+  }
+  CanonicalMemo(const CanonicalMemo&) = delete;
+  CanonicalMemo& operator=(const CanonicalMemo&) = delete;
+
+ private:
+  bool owner_;
+  std::vector<std::pair<std::string, std::string>> entries_;
+};
+
 std::string canonical(const std::string& path) {
+  if (t_canonical_memo)
+    for (const auto& [given, real] : *t_canonical_memo)
+      if (given == path) return real;
   char* real = ::realpath(path.c_str(), nullptr);
-  if (!real) return path;
-  std::string out(real);
+  std::string out = real ? std::string(real) : path;
   std::free(real);
+  if (t_canonical_memo) t_canonical_memo->emplace_back(path, out);
   return out;
 }
 
@@ -257,6 +280,7 @@ SearchInputs SearchInputs::from_environment(std::vector<std::string> wheel_roots
 }
 
 ComponentPick pick_library(CudaLibrary which, const SearchInputs& in, const LibraryLoader& load) {
+  CanonicalMemo memo;
   const LibrarySpec& s = spec(which);
   const std::string file = s.file();
   ComponentPick out;
@@ -347,6 +371,7 @@ ComponentPick locate_library(CudaLibrary which, const SearchInputs& in, const Li
 }
 
 std::string library_identity(const std::string& path) {
+  CanonicalMemo memo;
   std::string real = canonical(path);
   struct stat st;
   if (::stat(real.c_str(), &st) != 0) return real;
@@ -355,6 +380,7 @@ std::string library_identity(const std::string& path) {
 }
 
 HeaderPicks pick_headers(const SearchInputs& in, const ComponentPick& nvrtc) {
+  CanonicalMemo memo;
   HeaderPicks out;
   std::vector<std::string> explicit_dirs;
   if (in.include_env) {
@@ -387,6 +413,7 @@ HeaderPicks pick_headers(const SearchInputs& in, const ComponentPick& nvrtc) {
 }
 
 ComponentPick pick_device_runtime(const SearchInputs& in, const ComponentPick& nvjitlink) {
+  CanonicalMemo memo;
   constexpr const char* kFile = "libcudadevrt.a";
   ComponentPick out;
   out.component = "device runtime";
