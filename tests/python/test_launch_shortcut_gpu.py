@@ -245,8 +245,8 @@ def test_numpy_scalars_and_ints_for_floats_take_the_shortcut(gpu):
         expected = -(3 * x - y)
         k((n + 127) // 128, 128, (np.float32(3.0), x, -1, y, np.int32(n), np.bool_(True), None))
         torch.testing.assert_close(y, expected)
-    # numpy.float32 is read by value (issue 28), as the Python float it equals
-    assert kinds(k) == [(True, ("floating", "exchange_array", "floating", "exchange_array", "index_integer",
+    # numpy.float32 and numpy.int32 are read by value (issue 28), in place
+    assert kinds(k) == [(True, ("numpy_scalar", "exchange_array", "floating", "exchange_array", "numpy_scalar",
                                 "boolean", "null_pointer"))]
     with pytest.raises(OverflowError, match="does not fit"):
         k(1, 128, (np.float32(3.0), x, -1, y, np.int64(2 ** 40), np.bool_(True), None))
