@@ -328,7 +328,13 @@ class JitbridgeNode final : public torch::autograd::Node {
     TORCH_CHECK(e.backward_op->hasSchema(), e.name, ": its backward op ", e.backward_op->operator_name(),
                 " is no longer defined (the torch.library fragment that defined it was destroyed), so this graph "
                 "cannot run its backward; declare the op again and rerun the forward");
-    e.backward_op->callBoxed(&stack);
+    {
+      // Below autograd: the gradient records no graph (double backward is refused above), so the call skips the
+      // autograd fallback kernel; functionalization, fake tensors and Python modes still see it (their keys come
+      // after autograd's).
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      e.backward_op->callBoxed(&stack);
+    }
     TORCH_CHECK(stack.size() == e.grad_inputs.size(), e.name, ": the backward returned ", stack.size(),
                 " tensors, expected ", e.grad_inputs.size());
     torch::autograd::variable_list out(e.tensor_inputs.size());
