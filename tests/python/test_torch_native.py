@@ -241,6 +241,8 @@ def test_fallback_warns_once_and_modes(fake, monkeypatch):
         native_addon.load(fake.torch)
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
     assert native_addon.load(fake.torch) is None and native_addon.mode() == "off"
+    assert native_addon.unavailable_reason().startswith("off: JITBRIDGE_TORCH_NATIVE=0 (auto or 1 turns")
+    monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE")
     assert native_addon.unavailable_reason().startswith("off: the native runner is experimental")
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "yes")
     with pytest.raises(native_addon.NativeRunnerError, match="use 0"):

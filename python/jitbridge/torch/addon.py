@@ -272,6 +272,8 @@ def unavailable_reason():
     """Why load() gave None (None if it has not been tried or worked)."""
     try:
         if mode() == "off":
+            if os.environ.get("JITBRIDGE_TORCH_NATIVE", "").strip() == "0":
+                return "off: JITBRIDGE_TORCH_NATIVE=0 (auto or 1 turns the experimental native runner on)"
             return "off: the native runner is experimental (JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on)"
     except NativeRunnerError as e:
         return str(e)
