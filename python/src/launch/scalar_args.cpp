@@ -2,9 +2,9 @@
 // to ArgValues, and how their Python types are classified (the full path and the shortcut agree).
 #include "launch/scalar_args.hpp"
 
+#include <cuda_fp16.h>
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -133,16 +133,6 @@ ScalarClass classify_scalar(PyObject* o) {
   return ScalarClass::other;
 }
 
-int numpy_float_bits(PyTypeObject* type) {
-  // Exactly NumPy's types (a static type's tp_name is its qualified name; subclasses have their own),
-  // recognised without importing NumPy.
-  const char* name = type->tp_name;
-  if (std::strncmp(name, "numpy.float", 11) != 0) return 0;
-  if (std::strcmp(name + 11, "32") == 0) return 32;
-  if (std::strcmp(name + 11, "16") == 0) return 16;
-  return 0;
-}
-
 namespace {
 
 // Where a scalar of `bytes` bytes sits in a NumPy scalar object: after the header, aligned to its size.
@@ -152,17 +142,6 @@ constexpr std::size_t numpy_value_offset(std::size_t bytes) {
 
 const unsigned char* numpy_value(PyObject* o, NumpyScalar s) noexcept {
   return reinterpret_cast<const unsigned char*>(o) + numpy_value_offset(s.bytes);
-}
-
-// IEEE binary16 bits to double (exact: every half is a double).
-double half_to_double(std::uint16_t h) noexcept {
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  double magnitude;
-  if (exponent == 0) magnitude = std::ldexp(mantissa, -24);  // zero and subnormals
-  else if (exponent == 31) magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL;
-  else magnitude = std::ldexp(mantissa | 0x400, exponent - 25);
-  return (h & 0x8000) ? -magnitude : magnitude;
 }
 
 // The type's name to what it should hold; none for anything else (subclasses have names of their own).
@@ -212,6 +191,12 @@ bool numpy_layout_verified(PyTypeObject* type, NumpyScalar s) {
 
 }  // namespace
 
+int numpy_float_bits(PyTypeObject* type) {
+  // Exactly NumPy's float16 and float32 (by name: subclasses have their own), without importing NumPy.
+  const NumpyScalar s = numpy_scalar_by_name(type->tp_name);
+  return s.kind == NumpyScalar::Kind::floating && s.bytes < 8 ? 8 * s.bytes : 0;
+}
+
 NumpyScalar numpy_scalar(PyTypeObject* type) {
   // Verified once per type (NumPy's scalar types live as long as NumPy, which is never unloaded). GIL held.
   static std::vector<std::pair<PyTypeObject*, NumpyScalar>> seen;
@@ -226,10 +211,10 @@ NumpyScalar numpy_scalar(PyTypeObject* type) {
 
 double numpy_float_value(PyObject* o, NumpyScalar s) noexcept {
   const unsigned char* p = numpy_value(o, s);
-  if (s.bytes == 2) {
-    std::uint16_t h;
-    std::memcpy(&h, p, 2);
-    return half_to_double(h);
+  if (s.bytes == 2) {  // float16: through float, exactly (cuda_fp16.h's host conversion)
+    __half_raw h;
+    std::memcpy(&h.x, p, 2);
+    return __half2float(__half(h));
   }
   if (s.bytes == 4) {
     float f;
