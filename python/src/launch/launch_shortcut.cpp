@@ -227,7 +227,7 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n,
       a.kind = Kind::buffer;  // the full path copies the bytes of any scalar or struct parameter
     } else if (p.kind == FK::integer && c == ScalarClass::integer) {
       // What the full path would make of this type (classify_scalar), into what the parameter takes.
-      a.numpy = a.type == &PyLong_Type ? NumpyScalar{} : numpy_scalar(a.type);
+      a.numpy = numpy_scalar(a.type);
       const bool numpy_integer = a.numpy.kind == NumpyScalar::Kind::signed_integer ||
                                  a.numpy.kind == NumpyScalar::Kind::unsigned_integer;
       a.kind = a.type == &PyLong_Type ? Kind::integer : numpy_integer ? Kind::numpy_scalar : Kind::index_integer;
@@ -235,7 +235,7 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n,
       a.kind = Kind::boolean;
     } else if (p.kind == FK::floating && (c == ScalarClass::floating || c == ScalarClass::integer)) {
       a.from_integer = c == ScalarClass::integer;
-      a.numpy = a.type == &PyLong_Type || a.type == &PyFloat_Type ? NumpyScalar{} : numpy_scalar(a.type);
+      a.numpy = numpy_scalar(a.type);
       const bool numpy_ok = a.numpy.kind != NumpyScalar::Kind::none &&
                             (a.numpy.kind == NumpyScalar::Kind::floating) == !a.from_integer;
       a.kind = numpy_ok ? Kind::numpy_scalar : Kind::floating;
