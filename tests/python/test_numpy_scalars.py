@@ -147,6 +147,10 @@ call("python learns", 0.5, 1.5, 7, 200, True, 2**40)
 call("python again", 0.25, -1.5, -7, 3, False, -2**40)
 call("numpy learns", np.float32(0.1), np.float16(2.5), np.int16(-9), np.uint8(250), np.bool_(True), np.uint32(4e9))
 call("numpy again", np.float32(-3.5), np.float16(-0.5), np.int16(12), np.uint8(1), np.bool_(False), np.uint32(5))
+# float16 read in place at its edges: the smallest subnormal, the largest finite, infinity
+call("numpy half subnormal", np.float32(1.0), np.float16(6e-8), np.int16(0), np.uint8(0), np.bool_(True), np.uint32(0))
+call("numpy half max", np.float32(1.0), np.float16(-65504.0), np.int16(0), np.uint8(0), np.bool_(True), np.uint32(0))
+call("numpy half inf", np.float32(1.0), np.float16(np.inf), np.int16(0), np.uint8(0), np.bool_(True), np.uint32(0))
 call("wide learns", *b(1e300, 0.5, -2**31, 255, True, 2**63 - 1))
 call("wide again", *b(-2.0, 3e38, 2**31 - 1, 0, False, 0))
 call("wide float out of range", *b(1.0, 1e300, 1, 1, True, 1))
@@ -190,6 +194,10 @@ def test_the_shortcut_reads_numpy_scalars_as_the_full_path_does():
     assert params(r["python again"]) == expect(0.25, -1.5, -7, 3, False, -2**40)
     assert params(r["numpy learns"]) == expect(float(np.float32(0.1)), 2.5, -9, 250, True, 4000000000)
     assert params(r["numpy again"]) == expect(-3.5, -0.5, 12, 1, False, 5)
+    for label, half in (("numpy half subnormal", np.float16(6e-8)), ("numpy half max", np.float16(-65504.0)),
+                        ("numpy half inf", np.float16(np.inf))):
+        assert r[label]["error"] is None and r[label]["shortcut"] == 1, r[label]
+        assert params(r[label]) == expect(1.0, float(half), 0, 0, True, 0), r[label]
     assert params(r["wide learns"]) == expect(1e300, 0.5, -2**31, 255, True, 2**63 - 1)
     assert params(r["wide again"]) == expect(-2.0, 3e38, 2**31 - 1, 0, False, 0)
     # out of range: the shortcut declines and the full path words the error (nothing launched)
