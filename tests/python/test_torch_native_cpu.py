@@ -304,6 +304,7 @@ def test_a_fresh_declaration_failing_part_way_leaves_the_name_free(cache):
         print(error(lambda: declare_examples(False, "jb_cpu_taken")))
         gc.collect()
         print(hasattr(torch.ops.jb_cpu_taken, "fused_bias_gelu"))
+        print(torch.ops.jb_cpu_taken.fused_bias_gelu_backward.default._schema)   # the other code's op is untouched
         other._destroy()
         p = declare_examples(False, "jb_cpu_taken")
         print(jt.runner(p.fused_bias_gelu).kind, tuple(torch.autograd.grad(p.fused_bias_gelu(x, b).sum(), x)[0].shape))
@@ -319,6 +320,7 @@ def test_a_fresh_declaration_failing_part_way_leaves_the_name_free(cache):
     assert out[5].startswith("OpDeclarationError: jb_cpu_taken::fused_bias_gelu_backward: an op of this name is "
                              "already registered in this process by other code"), out[5]
     assert out[6] == "False"
-    assert out[7] == "python (4, 8)"
-    assert out[8].startswith("ValueError: jb_cpu_taken::fused_bias_gelu: x is a cpu tensor"), out[8]
+    assert out[7] == "jb_cpu_taken::fused_bias_gelu_backward(Tensor x) -> Tensor"
+    assert out[8] == "python (4, 8)"
+    assert out[9].startswith("ValueError: jb_cpu_taken::fused_bias_gelu: x is a cpu tensor"), out[9]
     assert out[-1] == "end"
