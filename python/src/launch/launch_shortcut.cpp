@@ -176,7 +176,8 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
   if (framework && *framework != c.stream) stream_wait(device, c.stream, *framework);
 
   if (s->validated_device != &dev || !same_shape(s->validated_config, c)) validate_on(*s, *f, c, dev);
-  launch(*f, c, dev, ParamBytes{buffer, s->bytes});
+  const ParamLayout& layout = *k.launch->layout();  // there when the shortcut was learnt; the plan keeps it
+  launch(*f, c, dev, ParamBytes{buffer, s->bytes, layout.offsets.data(), layout.offsets.size()});
   ++s->launches;
   return true;
 }
