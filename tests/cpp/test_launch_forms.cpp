@@ -91,6 +91,24 @@ void check_received(const FakeCudaLaunch& l, const std::vector<unsigned char>& w
   CHECK(std::memcmp(l.params, want.data(), want.size()) == 0);
 }
 
+// Launches `f` with `space` as a ParamBytes that carries its layout's offsets.
+void launch_space(const Function& f, const Device& dev, const std::vector<unsigned char>& space) {
+  const ParamLayout* layout = f.param_layout();
+  REQUIRE(layout);
+  REQUIRE(layout->bytes == space.size());
+  launch(f, one_block(), dev, ParamBytes{space.data(), space.size(), layout->offsets.data(), layout->offsets.size()});
+}
+
+// A test's kernel `name` on device 0 and the fake driver's record; `read` null (the test skips) under a real driver.
+struct Case {
+  LastLaunch read = fake_or_skip();
+  const Device* dev = read ? &Device::get(0) : nullptr;
+  std::shared_ptr<Function> f;
+  explicit Case(const char* name) {
+    if (read) f = module()->function(name);
+  }
+};
+
 template <std::size_t... I>
 void launch_many(const Function& f, const Device& dev, std::index_sequence<I...>) {
   launch(f, dev, one_block(), 1.5f, static_cast<int>(I * 7 + 1)...);
@@ -100,10 +118,9 @@ void launch_many(const Function& f, const Device& dev, std::index_sequence<I...>
 
 TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, without them one buffer: same bytes",
           "[fake_driver]") {
-  const LastLaunch read = fake_or_skip();
-  if (!read) return;
-  const Device& dev = Device::get(0);
-  const std::shared_ptr<Function> f = module()->function("padded");
+  const Case t("padded");
+  if (!t.read) return;
+  const Device& dev = *t.dev;
   CUdeviceptr p = 0;
   {
     const ContextGuard context(dev);
@@ -118,18 +135,15 @@ TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, wi
   const std::vector<unsigned char> want =
       space(42, {{0, bytes_of(char{7})}, {8, bytes_of(2.5)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
                  {40, bytes_of(std::int16_t{-2})}});
-  launch(*f, dev, one_block(), char{7}, 2.5, pointer, s, std::int16_t{-2});
-  const FakeCudaLaunch typed = last(read);
+  launch(*t.f, dev, one_block(), char{7}, 2.5, pointer, s, std::int16_t{-2});
+  const FakeCudaLaunch typed = last(t.read);
   CHECK((typed.grid[0] == 2 && typed.block[0] == 32));
   check_received(typed, want, true);
 
-  const ParamLayout* layout = f->param_layout();
-  REQUIRE(layout);
-  REQUIRE(layout->bytes == want.size());
-  launch(*f, one_block(), dev, ParamBytes{want.data(), want.size(), layout->offsets.data(), layout->offsets.size()});
-  check_received(last(read), want, true);
-  launch(*f, one_block(), dev, ParamBytes{want.data(), want.size()});
-  check_received(last(read), want, false);
+  launch_space(*t.f, dev, want);
+  check_received(last(t.read), want, true);
+  launch(*t.f, one_block(), dev, ParamBytes{want.data(), want.size()});  // no offsets
+  check_received(last(t.read), want, false);
 
   const ContextGuard context(dev);
   CHECK(driver().cuMemFree(p) == CUDA_SUCCESS);
@@ -137,20 +151,15 @@ TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, wi
 
 TEST_CASE("a kernel with more than kMaxParamPointers parameters: the typed launch's pointers, ParamBytes's buffer",
           "[fake_driver]") {
-  const LastLaunch read = fake_or_skip();
-  if (!read) return;
-  const Device& dev = Device::get(0);
-  const std::shared_ptr<Function> f = module()->function("many");
+  const Case t("many");
+  if (!t.read) return;
   std::vector<std::pair<std::size_t, std::vector<unsigned char>>> values{{0, bytes_of(1.5f)}};
   for (std::size_t i = 0; i < kMany; ++i) values.push_back({4 + 4 * i, bytes_of(static_cast<int>(i * 7 + 1))});
   const std::vector<unsigned char> want = space(4 + 4 * kMany, values);
 
-  launch_many(*f, dev, std::make_index_sequence<kMany>{});
-  check_received(last(read), want, true);  // an ArgBuffer's pointers live in the buffer: no bound
-
-  const ParamLayout* layout = f->param_layout();
-  REQUIRE(layout);
-  REQUIRE(layout->offsets.size() == kMany + 1);
-  launch(*f, one_block(), dev, ParamBytes{want.data(), want.size(), layout->offsets.data(), layout->offsets.size()});
-  check_received(last(read), want, false);  // past the stack array's bound: one buffer
+  launch_many(*t.f, *t.dev, std::make_index_sequence<kMany>{});
+  check_received(last(t.read), want, true);  // an ArgBuffer's pointers live in the buffer: no bound
+  launch_space(*t.f, *t.dev, want);  // (it REQUIREs the layout)
+  CHECK(t.f->param_layout()->offsets.size() == kMany + 1);
+  check_received(last(t.read), want, false);  // past the stack array's bound: one buffer
 }
