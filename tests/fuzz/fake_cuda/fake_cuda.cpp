@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,10 @@
 namespace {
 
 using namespace fake_cuda;
+
+// pointer_form fills what was padding: FakeCudaLaunch kept its layout, so ctypes mirrors without it read it right.
+static_assert(offsetof(FakeCudaLaunch, pointer_form) + sizeof(int) == offsetof(FakeCudaLaunch, param_bytes) &&
+              offsetof(FakeCudaLaunch, param_bytes) == 64, "FakeCudaLaunch's layout changed");
 
 std::mutex g_mutex;
 FakeCudaLaunch g_last{};

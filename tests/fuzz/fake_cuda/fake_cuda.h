@@ -25,7 +25,7 @@ struct FakeCudaLaunch {
   unsigned shared_mem;
   int cooperative, programmatic;
   int buffer_form;              // 1: parameters came as CU_LAUNCH_PARAM_BUFFER_POINTER
-  int pointer_form;             // 1: parameters came as kernelParams (in the padding before param_bytes: same size)
+  int pointer_form;             // 1: parameters came as kernelParams (where padding was: the layout is unchanged)
   // The parameter space's size: the buffer's, or for kernelParams the end of the kernel's last parameter as its
   // cubin records it (0 when the image was no cubin: the fake then cannot know the sizes).
   std::size_t param_bytes;
