@@ -10,6 +10,10 @@
 #include "launch/kernels.hpp"
 
 namespace jitbridge::python {
+
+// A shortcut launch passes kernelParams (a stack array of ParamBytes), never the buffer form.
+static_assert(LaunchShortcut::kMaxArgs <= kMaxParamPointers);
+
 namespace {
 
 using Kind = ShortcutArg::Kind;
