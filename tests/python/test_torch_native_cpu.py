@@ -221,3 +221,23 @@ def test_a_graph_outliving_its_ops_definition_raises(cache):
     assert out[0].startswith("RuntimeError: jb_cpu_destroyed::fused_bias_gelu: its backward op "
                              "jb_cpu_destroyed::fused_bias_gelu_backward is no longer defined"), out[0]
     assert out[-1] == "end"
+
+
+def test_the_op_says_its_runner_in_its_repr_and_stays_an_opoverload(cache):
+    out = run('''
+        native = declare_examples(True, "jb_cpu_repr_native")
+        python = declare_examples(False, "jb_cpu_repr_python")
+        for m in (native, python):
+            op = m.fused_bias_gelu
+            print(repr(op))
+            print(isinstance(op, torch._ops.OpOverload), op is getattr(torch.ops, m.__name__).fused_bias_gelu.default,
+                  op.jitbridge_runner is jt.runner(op))
+        f = torch.compile(lambda x, b: native.fused_bias_gelu(x, b) * 2, fullgraph=True, backend="aot_eager")
+        print(tuple(f(meta(4, 8), meta(8)).shape))
+        ''', cache)
+    assert out[0].startswith("<OpOverload(op='jb_cpu_repr_native.fused_bias_gelu', overload='default'); "
+                             "jitbridge runner: native (torch add-on ")
+    assert out[2].startswith("<OpOverload(op='jb_cpu_repr_python.fused_bias_gelu', overload='default'); jitbridge "
+                             "runner: python (") and "JITBRIDGE_TORCH_NATIVE=0" in out[2]
+    assert out[1] == out[3] == "True True True"
+    assert out[4] == "(4, 8)"
