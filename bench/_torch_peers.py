@@ -69,11 +69,13 @@ def bare_kernels(torch, ops):
 
     def backward(x, bias, grad_y):
         cols, row_blocks = x.shape[-1], ops.row_blocks(x)
+        apart = ops.reduced_apart(x)
         grad_x, grad_bias = torch.empty_like(x), torch.empty_like(bias)
-        partial = torch.empty((row_blocks, cols), device=x.device, dtype=x.dtype)
+        partial = torch.empty((row_blocks * apart, cols), device=x.device, dtype=x.dtype)
         bwd((ops.blocks(cols, 4 * ops.BWD_THREADS), row_blocks), ops.BWD_THREADS,
-            (x, bias, grad_y, grad_x, partial, ops.rows_of(x), cols, ops.rows_per_block(x)))
-        reduce(ops.blocks(cols, 32), (32, 16), (partial, grad_bias, row_blocks, cols))
+            (x, bias, grad_y, grad_x, partial, grad_bias, ops.rows_of(x), cols, ops.rows_per_block(x)))
+        if apart:
+            reduce(ops.blocks(cols, 32), (32, 16), (partial, grad_bias, row_blocks, cols))
         return grad_x, grad_bias
     return forward, backward
 

@@ -37,6 +37,10 @@ def main():
     print_table("Host time per launch from C++, k(4 float arrays, int), grid 1 x block 32, legacy stream (best of 5 "
                 "round-robin rounds, each the median of 50 batches of 200)",
                 ["launch", "us", "vs raw", "goal"], rows, key="launch_c_api")
+    steps = [[key[len("step_"):-len("_us")], f"{value:.4f}"] for key, value in us.items() if key.startswith("step_")]
+    if steps:  # where the typed launch's time goes: each step alone in a tight loop, no launch
+        print_table("Steps of the typed C++ launch, each alone in a loop of 200,000 (no launch)", ["step", "us"], steps,
+                    key="launch_c_api_steps")
     return 0 if us["jitbridge_c_api_launch_us"] / raw <= GOAL else 1
 
 

@@ -85,10 +85,11 @@ __global__ void bias_gelu_fwd(const T* __restrict__ x, const T* __restrict__ bia
 
 // Backward, part 1. Block (blockIdx.x, blockIdx.y) covers 4 * blockDim.x columns and rows
 // [blockIdx.y * rows_per_block, +rows_per_block). Each thread owns 4 columns (as packs of W), walks its rows in
-// order, writes grad_x and sums grad_x per column into partial[blockIdx.y][column].
+// order, writes grad_x and sums grad_x per column into sums[blockIdx.y][column]. With one row block (gridDim.y
+// == 1) those sums are grad_bias itself and part 2 is not launched; else they go to partial, which part 2 adds up.
 template <class T, int W>
 __device__ void bias_gelu_bwd_body(const T* __restrict__ x, const T* __restrict__ bias, const T* __restrict__ gy,
-                                   T* __restrict__ gx, T* __restrict__ partial, int rows, int C,
+                                   T* __restrict__ gx, T* __restrict__ sums_out, int rows, int C,
                                    int rows_per_block) {
   typedef Pack<T, W> P;
   const int row0 = blockIdx.y * rows_per_block;
@@ -116,17 +117,19 @@ __device__ void bias_gelu_bwd_body(const T* __restrict__ x, const T* __restrict_
     P sums;
 #pragma unroll
     for (int k = 0; k < W; ++k) sums.v[k] = acc[k];
-    *reinterpret_cast<P*>(partial + (long long)blockIdx.y * C + c) = sums;
+    *reinterpret_cast<P*>(sums_out + (long long)blockIdx.y * C + c) = sums;
   }
 }
 
 template <class T>
 __global__ void bias_gelu_bwd(const T* __restrict__ x, const T* __restrict__ bias, const T* __restrict__ gy,
-                              T* __restrict__ gx, T* __restrict__ partial, int rows, int C, int rows_per_block) {
+                              T* __restrict__ gx, T* __restrict__ partial, T* __restrict__ grad_bias, int rows, int C,
+                              int rows_per_block) {
   constexpr int VW = 16 / sizeof(T);
-  if (C % VW == 0 && aligned16(x) && aligned16(bias) && aligned16(gy) && aligned16(gx) && aligned16(partial))
-    bias_gelu_bwd_body<T, VW>(x, bias, gy, gx, partial, rows, C, rows_per_block);
-  else bias_gelu_bwd_body<T, 1>(x, bias, gy, gx, partial, rows, C, rows_per_block);
+  T* sums_out = gridDim.y == 1 ? grad_bias : partial;
+  if (C % VW == 0 && aligned16(x) && aligned16(bias) && aligned16(gy) && aligned16(gx) && aligned16(sums_out))
+    bias_gelu_bwd_body<T, VW>(x, bias, gy, gx, sums_out, rows, C, rows_per_block);
+  else bias_gelu_bwd_body<T, 1>(x, bias, gy, gx, sums_out, rows, C, rows_per_block);
 }
 
 // Backward, part 2: grad_bias[c] = sum over row blocks of partial[.][c]. Block (32, 16): threadIdx.x picks the
@@ -170,6 +173,12 @@ def row_blocks(x):
     return blocks(rows_of(x), rows_per_block(x))
 
 
+def reduced_apart(x):
+    """1 when bias_gelu_bwd's row-block sums need bias_grad_reduce (several row blocks, or none: then it writes
+    zeros), 0 with exactly one row block, whose sums are grad_bias (one launch and no scratch for small inputs)."""
+    return jt.minimum(1, jt.maximum(row_blocks(x) - 1, 1 - row_blocks(x)))
+
+
 # ValueError unless bias is 1-D and matches x's last dimension (also runs on fake tensors).
 check_bias_gelu = jt.Check(lambda x, bias: (x.dim() >= 1) & (bias.dim() == 1) & (x.shape[-1] == bias.shape[0]),
                            "bias must have shape [C] for x of shape [..., C]")
@@ -186,15 +195,16 @@ BIAS_GELU = dict(
     save=("x", "bias"),
     backward=(
         Launch(per_dtype(gelu_module, "bias_gelu_bwd"),
-               args=("x", "bias", "grad_y", "grad_x", "partial", rows_of, size("x", -1), rows_per_block),
+               args=("x", "bias", "grad_y", "grad_x", "partial", "grad_bias", rows_of, size("x", -1),
+                     rows_per_block),
                grid=lambda x: (blocks(x.shape[-1], 4 * BWD_THREADS), row_blocks(x)),
                block=BWD_THREADS),
         Launch(per_dtype(gelu_module, "bias_grad_reduce"),
                args=("partial", "grad_bias", size("partial", 0), size("x", -1)),
-               grid=lambda x: blocks(x.shape[-1], 32), block=(32, 16)),
+               grid=lambda x: blocks(x.shape[-1], 32) * reduced_apart(x), block=(32, 16)),
     ),
     grads={"x": Output(like="x"), "bias": Output(like="bias")},
-    scratch={"partial": Output(shape=lambda x: (row_blocks(x), x.shape[-1]))},
+    scratch={"partial": Output(shape=lambda x: (row_blocks(x) * reduced_apart(x), x.shape[-1]))},
 )
 fused_bias_gelu = jt.custom_op("jitbridge_examples::fused_bias_gelu", **BIAS_GELU)
 

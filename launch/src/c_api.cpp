@@ -319,7 +319,7 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     if (layout && pack_accepted(resolved.plan->fast(check_args), layout->bytes, &slots[0].value,
                                 sizeof(launch_detail::Slot), n_args, device.ordinal(), space)) {
       validate_launch_memo(f, c, device);
-      jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes});
+      jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes, layout->offsets.data(), layout->offsets.size()});
       return;
     }
     thread_local ArgBuffer buffer;

@@ -191,17 +191,25 @@ void launch(const Function& function, const LaunchConfig& config, const Device& 
 
 void launch(const Function& function, const LaunchConfig& config, const Device& device, ParamBytes bytes) {
   if (bytes.size == 0) return launch_with(function, config, device, nullptr, nullptr);
+  auto* space = static_cast<unsigned char*>(const_cast<void*>(bytes.data));
+  if (bytes.offsets && bytes.count <= kMaxParamPointers) {
+    // The driver's pointer form: parameter i at its offset in the space (the same bytes; the driver
+    // reads each parameter's size from the kernel).
+    void* params[kMaxParamPointers];
+    for (std::size_t i = 0; i < bytes.count; ++i) params[i] = space + bytes.offsets[i];
+    return launch_with(function, config, device, params, nullptr);
+  }
   // The size is the parameter space's end (cuLaunchKernel's documented buffer form: the buffer
   // honours every parameter's offset and alignment).
   std::size_t size = bytes.size;
-  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(bytes.data), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                   CU_LAUNCH_PARAM_END};
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, space, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
   launch_with(function, config, device, nullptr, extra);
 }
 
 void launch(const Function& function, const LaunchConfig& config, const Device& device, ArgBuffer& packed) {
-  if (packed.param_space()) return launch(function, config, device, ParamBytes{packed.bytes(), packed.used()});
-  launch_with(function, config, device, packed.pointers(), nullptr);
+  // Its pointers (filled by slot(), at each parameter's offset when param_space()), whatever the count: they live
+  // in the buffer, not on the stack. No parameters: nullptr, as ParamBytes.
+  launch_with(function, config, device, packed.count() ? packed.pointers() : nullptr, nullptr);
 }
 
 }  // namespace jitbridge

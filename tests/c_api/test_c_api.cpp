@@ -181,7 +181,9 @@ TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the
   REQUIRE(c_api().launch(f, &c, full, 4, 0) == JITBRIDGE_OK);
   const FakeCudaLaunch lf = last_launch();
   CHECK(lf.count == before + 3);
-  CHECK((l.buffer_form == 1 && la.buffer_form == 1 && lf.buffer_form == 1));
+  // Every form is kernelParams now (the fast path's stack array; the full path's ArgBuffer pointers).
+  CHECK((l.pointer_form == 1 && la.pointer_form == 1 && lf.pointer_form == 1));
+  CHECK((l.buffer_form == 0 && la.buffer_form == 0 && lf.buffer_form == 0));
   CHECK(jitbridge_test::saxpy_params(lf).a == 2.0f);
   REQUIRE(lf.param_bytes == la.param_bytes);
   CHECK(std::memcmp(lf.params, la.params, la.param_bytes) == 0);
@@ -191,6 +193,45 @@ TEST_CASE("c_api: resolve and launch with checked arguments; the driver gets the
   std::uint64_t none = 1;
   CHECK(c_api().mem_alloc(0, 0, nullptr, &none) == JITBRIDGE_OK);
   CHECK(none == 0);
+}
+
+TEST_CASE("c_api: past kMaxParamPointers parameters the fast path passes one buffer, the full path pointers, alike") {
+  // many(float a, int p0, ..., int p39): more parameters than a launch passes as a stack array of pointers.
+  constexpr int kMany = 40;  // past kMaxParamPointers (32); kernels past 58 parameters do not compile (the probe name does not demangle)
+  std::string source = "extern \"C\" __global__ void many(float a";
+  for (int i = 0; i < kMany; ++i) source += ", int p" + std::to_string(i);
+  source += ") {}";
+  jitbridge_source s{};
+  s.struct_size = sizeof s;
+  s.source = source.c_str();
+  jitbridge_kernel* k = nullptr;
+  REQUIRE(c_api().kernel_from_source(&s, "many", &k) == JITBRIDGE_OK);
+  jitbridge_function* f = nullptr;
+  REQUIRE(c_api().kernel_resolve(k, 0, &f) == JITBRIDGE_OK);
+  jitbridge_arg args[kMany + 1];
+  unsigned char want[4 + 4 * kMany];
+  const float a = 0.25f;
+  std::memcpy(want, &a, 4);
+  args[0] = number(JITBRIDGE_ARG_FLOAT, a);
+  for (int i = 0; i < kMany; ++i) {
+    const int v = 1000 - 13 * i;
+    args[i + 1] = number(JITBRIDGE_ARG_INT, 0, v);
+    std::memcpy(want + 4 + 4 * i, &v, 4);
+  }
+  const jitbridge_launch_config c = config(1, 32);
+  REQUIRE(c_api().launch(f, &c, args, kMany + 1, 0) == JITBRIDGE_OK);  // the plan's acceptors take every value
+  const FakeCudaLaunch fast = last_launch();
+  CHECK((fast.buffer_form == 1 && fast.pointer_form == 0));
+  REQUIRE(fast.param_bytes == sizeof want);
+  CHECK(std::memcmp(fast.params, want, sizeof want) == 0);
+  args[0] = number(JITBRIDGE_ARG_INT, 0, 0);  // an integer for `a`: the full path converts it
+  std::memset(want, 0, 4);
+  REQUIRE(c_api().launch(f, &c, args, kMany + 1, 0) == JITBRIDGE_OK);
+  const FakeCudaLaunch full = last_launch();
+  CHECK((full.buffer_form == 0 && full.pointer_form == 1));
+  REQUIRE(full.param_bytes == sizeof want);
+  CHECK(std::memcmp(full.params, want, sizeof want) == 0);
+  c_api().kernel_release(k);
 }
 
 TEST_CASE("c_api: bad arguments are refused with the Python API's messages, naming the argument") {

@@ -1,6 +1,6 @@
 """The C interface of launch/include/jitbridge/c_api.h (version 1.1) as ctypes declarations, for the tests that call
-it from Python (test_c_api.py, test_c_api_gpu.py): the table from the capsule `_core._c_api`, its structs and
-constants. Every call but kernel_from_python is declared with CFUNCTYPE, which releases the GIL around the call."""
+it from Python (test_c_api.py, test_c_api_gpu.py, test_param_forms_gpu.py): the table from the capsule `_core._c_api`,
+its structs and constants, and Args (a launch's argument array). Every call but kernel_from_python is declared with CFUNCTYPE, which releases the GIL around the call."""
 import ctypes
 
 from jitbridge import _core
@@ -91,3 +91,24 @@ def config(grid, block, stream=0, shared_mem=0):
     c.grid[:] = (grid, 1, 1)
     c.block[:] = (block, 1, 1)
     return c
+
+
+class Args:
+    """A launch's jitbridge_arg array, keeping the shape arrays it points to alive."""
+
+    def __init__(self, *values):
+        self.keep = []
+        self.array = (Arg * len(values))()
+        for i, v in enumerate(values):
+            if isinstance(v, tuple):  # (pointer, n, readonly)
+                ptr, n, readonly = v
+                shape = (ctypes.c_int64 * 1)(n)
+                self.keep.append(shape)
+                self.array[i].kind = ARG_ARRAY
+                self.array[i].array = Array(data=ptr, device_type=2, device_id=0, dtype_code=2, dtype_bits=32,
+                                            dtype_lanes=1, ndim=1, shape=ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
+                                            readonly=int(readonly))
+            elif isinstance(v, float):
+                self.array[i].kind, self.array[i].f = ARG_FLOAT, v
+            else:
+                self.array[i].kind, self.array[i].i = ARG_INT, v

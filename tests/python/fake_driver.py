@@ -31,7 +31,8 @@ FAKE = fake_driver()
 """
 
 # For children run with run_json_child: FAKE (the fake driver jitbridge loaded), last_launch() (its record of the last
-# cuLaunchKernel as a dict: count, grid, block, buffer_form, params as hex) and ExchangeArray, arrays of a synthetic
+# cuLaunchKernel as a dict: count, grid, block, buffer_form, pointer_form, params as hex: kernelParams launches
+# rebuilt from the cubin's parameter info, gaps 0) and ExchangeArray, arrays of a synthetic
 # framework with the DLPack C exchange API (jitbridge_testing.exchange_api; their memory is never touched).
 LAUNCH_PRELUDE = r"""
 import ctypes
@@ -43,7 +44,8 @@ FAKE = ctypes.CDLL("libcuda.so.1")
 class _Launch(ctypes.Structure):   # tests/fuzz/fake_cuda/fake_cuda.h, FakeCudaLaunch
     _fields_ = [("count", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("cluster", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint), ("cooperative", ctypes.c_int),
-                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("param_bytes", ctypes.c_size_t),
+                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("pointer_form", ctypes.c_int),
+                ("param_bytes", ctypes.c_size_t),
                 ("params", ctypes.c_ubyte * 4096)]
 
 
@@ -51,7 +53,7 @@ def last_launch():
     out = _Launch()
     FAKE.fake_cuda_last_launch(ctypes.byref(out))
     return dict(count=out.count, grid=out.grid[0], block=out.block[0], buffer_form=out.buffer_form,
-                params=bytes(out.params[:out.param_bytes]).hex())
+                pointer_form=out.pointer_form, params=bytes(out.params[:out.param_bytes]).hex())
 
 
 class ExchangeArray:

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 import jitbridge
-from c_api_ctypes import (ARG_ARRAY, ARG_FLOAT, ARG_INT, ERROR_LAUNCH_CONFIG, ERROR_TYPE, NO_ARG_CHECKS, OK, Arg,
-                          Array, P, Source, config, message, table)
+from c_api_ctypes import (ERROR_LAUNCH_CONFIG, ERROR_TYPE, NO_ARG_CHECKS, OK, Args, P, Source, config, message,
+                          table)
 from gpu_frameworks import need_torch
 
 pytestmark = pytest.mark.gpu
@@ -29,27 +29,6 @@ extern "C" __global__ void copy(const float* src, float* dst, int n) {
   if (i < n) dst[i] = src[i];
 }
 '''
-
-
-class Args:
-    """A launch's jitbridge_arg array, keeping the shape arrays it points to alive."""
-
-    def __init__(self, *values):
-        self.keep = []
-        self.array = (Arg * len(values))()
-        for i, v in enumerate(values):
-            if isinstance(v, tuple):  # (pointer, n, readonly)
-                ptr, n, readonly = v
-                shape = (ctypes.c_int64 * 1)(n)
-                self.keep.append(shape)
-                self.array[i].kind = ARG_ARRAY
-                self.array[i].array = Array(data=ptr, device_type=2, device_id=0, dtype_code=2, dtype_bits=32,
-                                            dtype_lanes=1, ndim=1, shape=ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)),
-                                            readonly=int(readonly))
-            elif isinstance(v, float):
-                self.array[i].kind, self.array[i].f = ARG_FLOAT, v
-            else:
-                self.array[i].kind, self.array[i].i = ARG_INT, v
 
 
 def kernel_from_source(t, name):

@@ -60,10 +60,14 @@ def test_floors_launch_what_the_kernel_call_packs():
     r = run_json_child(CHILD)
     want = _params(r["a"], r["x"], r["y"], r["n"])
     assert r["call"]["params"] == want and r["call"]["grid"] == 3 and r["call"]["block"] == 64
-    # the shortcut's bytes are the full path's, its padding zeros included
+    # the full path (its ArgBuffer's pointers) and the shortcut (a stack array into its space) pass kernelParams:
+    # the fake driver rebuilds the space from the cubin's parameter info (gaps 0), the buffer form's bytes exactly
+    assert r["call"]["pointer_form"] and not r["call"]["buffer_form"]
     assert r["shortcut"]["took"] == 1 and r["shortcut"]["params"] == want
-    # the array-of-pointers form (the fake driver records the bytes of the buffer form only)
+    assert r["shortcut"]["pointer_form"] and not r["shortcut"]["buffer_form"]
+    # the floor's array-of-pointers form
     assert r["batch"]["launches"] == 10 and not r["batch"]["buffer_form"] and r["batch"]["grid"] == 3
+    assert r["batch"]["pointer_form"] and r["batch"]["params"] == want
     assert r["batch"]["us"] > 0
     assert r["batch_buffer"]["params"] == want and r["batch_buffer"]["buffer_form"]
     assert r["floor"]["params"] == want and r["floor"]["buffer_form"]

@@ -324,3 +324,23 @@ def test_a_fresh_declaration_failing_part_way_leaves_the_name_free(cache):
     assert out[8] == "python (4, 8)"
     assert out[9].startswith("ValueError: jb_cpu_taken::fused_bias_gelu: x is a cpu tensor"), out[9]
     assert out[-1] == "end"
+
+
+def test_the_op_says_its_runner_in_its_repr_and_stays_an_opoverload(cache):
+    out = run('''
+        native = declare_examples(True, "jb_cpu_repr_native")
+        python = declare_examples(False, "jb_cpu_repr_python")
+        for m in (native, python):
+            op = m.fused_bias_gelu
+            print(repr(op))
+            print(isinstance(op, torch._ops.OpOverload), op is getattr(torch.ops, m.__name__).fused_bias_gelu.default,
+                  op.jitbridge_runner is jt.runner(op))
+        f = torch.compile(lambda x, b: native.fused_bias_gelu(x, b) * 2, fullgraph=True, backend="aot_eager")
+        print(tuple(f(meta(4, 8), meta(8)).shape))
+        ''', cache)
+    assert out[0].startswith("<OpOverload(op='jb_cpu_repr_native.fused_bias_gelu', overload='default'); "
+                             "jitbridge runner: native (torch add-on ")
+    assert out[2].startswith("<OpOverload(op='jb_cpu_repr_python.fused_bias_gelu', overload='default'); jitbridge "
+                             "runner: python (") and "JITBRIDGE_TORCH_NATIVE=0" in out[2]
+    assert out[1] == out[3] == "True True True"
+    assert out[4] == "(4, 8)"

@@ -58,19 +58,28 @@ void validate_launch_memo(const Function& function, const LaunchConfig& config, 
 
 // A kernel's parameters as one buffer laid out as its parameter space: each parameter at the
 // offset cuKernelGetParamInfo reports (Function checks param_offsets() against it), `size` the
-// end of the last. Borrowed: read during the launch call only.
+// end of the last. With `offsets` (each parameter's, `count` of them: the layout's, ParamLayout::offsets)
+// the launch passes the driver one pointer per parameter into `data` (its kernelParams form, measured
+// cheaper per launch than the buffer form); without them, or past kMaxParamPointers parameters, the
+// buffer itself (CU_LAUNCH_PARAM_BUFFER_POINTER). Borrowed: read during the launch call only.
 struct ParamBytes {
   const void* data = nullptr;
-  std::size_t size = 0;  // 0: the kernel takes no parameters
+  std::size_t size = 0;                  // 0: the kernel takes no parameters
+  const std::size_t* offsets = nullptr;  // nullptr: not known (the buffer form)
+  std::size_t count = 0;                 // parameters in `offsets`
 };
+
+// The most parameters a ParamBytes launch passes as kernelParams (an array on the launch's stack); a kernel with
+// more takes the buffer form, the same bytes.
+inline constexpr std::size_t kMaxParamPointers = 32;
 
 // Launches `function` on `config.stream`, in `device`'s primary context (pushed for the call when
 // another context, or none, is current, and popped after: the thread's current device is
 // unchanged). Asynchronous: never synchronizes the host. Throws LaunchError. validate_launch must
 // have passed for this (function, config, device). The parameters come as the driver's array of
-// pointers (`params`), as one buffer (`bytes`: the driver copies it in one piece, the cheaper
-// form), or as an ArgBuffer (its buffer when param_space(), else its pointers). All are read
-// during the call only.
+// pointers (`params`), as one buffer (`bytes`: kernelParams into it when its offsets are given, see
+// ParamBytes), or as an ArgBuffer (its pointers(), which point into its parameter space when
+// param_space()). All are read during the call only.
 void launch(const Function& function, const LaunchConfig& config, const Device& device, void** params);
 void launch(const Function& function, const LaunchConfig& config, const Device& device, ParamBytes bytes);
 void launch(const Function& function, const LaunchConfig& config, const Device& device, ArgBuffer& packed);

@@ -303,10 +303,7 @@ def _register_custom_op(spec):
                                          f"({_native_reason}): write the rule as an expression, or choose another "
                                          f"name")
             current.runner = _register_native(native, redeclared=True)
-    try:
-        current.op.jitbridge_runner = current.runner
-    except AttributeError:
-        pass
+    _show_runner(torch, current.op, current.runner)
     current.forward, current.forward_fake = forward, forward_fake
     if spec.backward is not None:
         current.backward, current.backward_fake, current.autograd = backward, backward_fake, autograd
@@ -364,6 +361,30 @@ def _define_fresh(torch, spec, current, native, forward, trusted):
 
 
 _native_reason = None  # why the last _native_plan() gave None
+_OP_CLASSES = {}       # torch's OpOverload class -> its subclass whose repr names the runner
+
+
+def _show_runner(torch, op, runner):
+    """Makes ``op`` (the OpOverload custom_op returns) say its runner: the attribute ``jitbridge_runner`` and one
+    more clause in its repr, through a subclass of OpOverload that adds only ``__repr__`` (isinstance checks, and
+    everything else torch.compile and the dispatcher read, are unchanged)."""
+    base = type(op)
+    if base in _OP_CLASSES.values():
+        base = base.__mro__[1]
+    cls = _OP_CLASSES.get(base)
+    if cls is None:
+        def __repr__(self):
+            shown = base.__repr__(self)
+            r = getattr(self, "jitbridge_runner", None)
+            return shown if r is None else f"{shown[:-1]}; jitbridge runner: {r.kind} ({r.reason})>"
+        cls = _OP_CLASSES[base] = type(base.__name__, (base,), {"__repr__": __repr__, "__slots__": (),
+                                                                "__module__": __name__})
+    try:
+        op.jitbridge_runner = runner
+        if type(op) is not cls:
+            op.__class__ = cls
+    except (AttributeError, TypeError):  # a torch whose OpOverload takes no attributes: jt.runner(op) still says
+        pass
 
 
 def _native_plan(spec, torch, current):

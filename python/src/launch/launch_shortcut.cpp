@@ -10,6 +10,10 @@
 #include "launch/kernels.hpp"
 
 namespace jitbridge::python {
+
+// A shortcut launch passes kernelParams (a stack array of ParamBytes), never the buffer form.
+static_assert(LaunchShortcut::kMaxArgs <= kMaxParamPointers);
+
 namespace {
 
 using Kind = ShortcutArg::Kind;
@@ -176,7 +180,8 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
   if (framework && *framework != c.stream) stream_wait(device, c.stream, *framework);
 
   if (s->validated_device != &dev || !same_shape(s->validated_config, c)) validate_on(*s, *f, c, dev);
-  launch(*f, c, dev, ParamBytes{buffer, s->bytes});
+  const ParamLayout& layout = *k.launch->layout();  // there when the shortcut was learnt; the plan keeps it
+  launch(*f, c, dev, ParamBytes{buffer, s->bytes, layout.offsets.data(), layout.offsets.size()});
   ++s->launches;
   return true;
 }

@@ -5,7 +5,7 @@ set(_jitbridge_fake_cuda_dir "${CMAKE_CURRENT_LIST_DIR}")
 # <target>: a shared library named libcuda.so.1 in <output_dir>. It is the environment, not the code under test:
 # built without sanitizers or coverage.
 function(jitbridge_fake_cuda_library target output_dir)
-  add_library(${target} SHARED "${_jitbridge_fake_cuda_dir}/fake_cuda.cpp")
+  add_library(${target} SHARED "${_jitbridge_fake_cuda_dir}/fake_cuda.cpp" "${_jitbridge_fake_cuda_dir}/fake_params.cpp")
   target_include_directories(${target} SYSTEM PRIVATE ${JITBRIDGE_CUDA_INCLUDE_DIRS})
   target_compile_options(${target} PRIVATE ${JITBRIDGE_WARNINGS} -fno-sanitize=all)
   target_link_options(${target} PRIVATE -fno-sanitize=all)

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,10 +16,15 @@
 #include <vector>
 
 #include "fake_cuda.h"
+#include "fake_params.h"
 
 namespace {
 
 using namespace fake_cuda;
+
+// pointer_form fills what was padding: FakeCudaLaunch kept its layout, so ctypes mirrors without it read it right.
+static_assert(offsetof(FakeCudaLaunch, pointer_form) + sizeof(int) == offsetof(FakeCudaLaunch, param_bytes) &&
+              offsetof(FakeCudaLaunch, param_bytes) == 64, "FakeCudaLaunch's layout changed");
 
 std::mutex g_mutex;
 FakeCudaLaunch g_last{};
@@ -85,6 +91,16 @@ CUresult check_stream(CUstream s, const char* fn) {
 std::unordered_map<std::uintptr_t, std::string>& kernel_names() {
   static auto* names = new std::unordered_map<std::uintptr_t, std::string>();
   return *names;
+}
+// Per library handle, its kernels' parameters (from the cubin); per kernel handle, its own (empty: unknown).
+using ParamTable = std::map<std::string, std::vector<KernelParam>>;
+std::unordered_map<std::uintptr_t, ParamTable>& library_params() {
+  static auto* tables = new std::unordered_map<std::uintptr_t, ParamTable>();
+  return *tables;
+}
+std::unordered_map<std::uintptr_t, std::vector<KernelParam>>& kernel_params() {
+  static auto* params = new std::unordered_map<std::uintptr_t, std::vector<KernelParam>>();
+  return *params;
 }
 
 CUresult fInit(unsigned) { return CUDA_SUCCESS; }
@@ -170,16 +186,22 @@ CUresult fCtxPop(CUcontext* out) {
   t_current = t_stack[--t_depth];
   return CUDA_SUCCESS;
 }
-CUresult fLibraryLoadData(CUlibrary* lib, const void*, CUjit_option*, void**, unsigned, CUlibraryOption*, void**,
+CUresult fLibraryLoadData(CUlibrary* lib, const void* image, CUjit_option*, void**, unsigned, CUlibraryOption*, void**,
                           unsigned) {
+  ParamTable params = cubin_params(image);
+  std::lock_guard<std::mutex> lock(g_mutex);
   *lib = new_handle<CUlibrary>();
+  library_params()[reinterpret_cast<std::uintptr_t>(*lib)] = std::move(params);
   return CUDA_SUCCESS;
 }
 CUresult fLibraryUnload(CUlibrary) { return CUDA_SUCCESS; }
-CUresult fLibraryGetKernel(CUkernel* k, CUlibrary, const char* name) {
+CUresult fLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* name) {
   std::lock_guard<std::mutex> lock(g_mutex);
   *k = new_handle<CUkernel>();
   kernel_names()[reinterpret_cast<std::uintptr_t>(*k)] = name;
+  const ParamTable& table = library_params()[reinterpret_cast<std::uintptr_t>(lib)];
+  const auto it = table.find(name);
+  if (it != table.end()) kernel_params()[reinterpret_cast<std::uintptr_t>(*k)] = it->second;
   return CUDA_SUCCESS;
 }
 CUresult fKernelGetName(const char** out, CUkernel k) {
@@ -215,8 +237,8 @@ CUresult fFuncGetAttribute(int* v, CUfunction_attribute a, CUfunction) {
 CUresult fKernelSetAttribute(CUfunction_attribute, int, CUkernel, CUdevice) { return CUDA_SUCCESS; }
 CUresult fFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
 
-void record(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
-            void** extra, const CUlaunchAttribute* attrs, unsigned n_attrs) {
+void record(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
+            void** kernel_params_in, void** extra, const CUlaunchAttribute* attrs, unsigned n_attrs) {
   std::lock_guard<std::mutex> lock(g_mutex);
   FakeCudaLaunch& l = g_last;
   const std::uint64_t count = l.count + 1;
@@ -251,18 +273,30 @@ void record(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, uns
     l.buffer_form = 1;
     l.param_bytes = size;
     std::memcpy(l.params, buffer, size < sizeof l.params ? size : sizeof l.params);
+  } else if (kernel_params_in) {
+    // As a driver does: parameter i's size (the cubin's) from kernelParams[i], at its offset; the gaps stay 0.
+    l.pointer_form = 1;
+    const auto it = kernel_params().find(reinterpret_cast<std::uintptr_t>(fn));  // CUfunction == CUkernel here
+    if (it == kernel_params().end()) return;
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      const KernelParam& p = it->second[i];
+      if (p.offset + p.size > l.param_bytes) l.param_bytes = p.offset + p.size;
+      if (p.offset < sizeof l.params)
+        std::memcpy(l.params + p.offset, kernel_params_in[i],
+                    p.size < sizeof l.params - p.offset ? p.size : sizeof l.params - p.offset);
+    }
   }
 }
-CUresult fLaunchKernel(CUfunction, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                       unsigned shared, CUstream stream, void**, void** extra) {
+CUresult fLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                       unsigned shared, CUstream stream, void** params, void** extra) {
   FAKE_CHECK_STREAM(stream);
-  record(gx, gy, gz, bx, by, bz, shared, extra, nullptr, 0);
+  record(fn, gx, gy, gz, bx, by, bz, shared, params, extra, nullptr, 0);
   return CUDA_SUCCESS;
 }
-CUresult fLaunchKernelEx(const CUlaunchConfig* c, CUfunction, void**, void** extra) {
+CUresult fLaunchKernelEx(const CUlaunchConfig* c, CUfunction fn, void** params, void** extra) {
   FAKE_CHECK_STREAM(c->hStream);
-  record(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes, extra,
-         c->attrs, c->numAttrs);
+  record(fn, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, c->sharedMemBytes,
+         params, extra, c->attrs, c->numAttrs);
   return CUDA_SUCCESS;
 }
 // Live allocations by address: their size, and their bytes once touched (sized then, filled with 0xA5; up to 1 GiB).

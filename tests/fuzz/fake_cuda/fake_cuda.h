@@ -25,8 +25,11 @@ struct FakeCudaLaunch {
   unsigned shared_mem;
   int cooperative, programmatic;
   int buffer_form;              // 1: parameters came as CU_LAUNCH_PARAM_BUFFER_POINTER
-  std::size_t param_bytes;      // the buffer's size (buffer form only)
-  unsigned char params[4096];   // its first bytes
+  int pointer_form;             // 1: parameters came as kernelParams (where padding was: the layout is unchanged)
+  // The parameter space's size: the buffer's, or for kernelParams the end of the kernel's last parameter as its
+  // cubin records it (0 when the image was no cubin: the fake then cannot know the sizes).
+  std::size_t param_bytes;
+  unsigned char params[4096];   // its first bytes (kernelParams: each parameter at its offset, the gaps 0)
 };
 
 // The copies so far (cuMemcpy*Async between allocated memory and the host) and stream syncs.

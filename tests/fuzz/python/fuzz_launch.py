@@ -44,7 +44,8 @@ FAKE = ctypes.CDLL("libcuda.so.1")  # the fake driver jitbridge loaded (LD_LIBRA
 class Launch(ctypes.Structure):
     _fields_ = [("count", ctypes.c_uint64), ("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("cluster", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint), ("cooperative", ctypes.c_int),
-                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("param_bytes", ctypes.c_size_t),
+                ("programmatic", ctypes.c_int), ("buffer_form", ctypes.c_int), ("pointer_form", ctypes.c_int),
+                ("param_bytes", ctypes.c_size_t),
                 ("params", ctypes.c_ubyte * 4096)]
 
 
@@ -325,8 +326,8 @@ def compare_launch(before, facts):
     want = (grid, block, cluster or (0, 0, 0), shared, coop, pdl)
     if got != want:
         return f"the driver received {got}, configured {want}"
-    if facts["bytes"] and not launch.buffer_form:
-        return "the parameters did not reach the driver as one buffer"
+    if facts["bytes"] and not (launch.buffer_form or launch.pointer_form):
+        return "the parameters did not reach the driver (neither one buffer nor kernelParams)"
     space = bytes(launch.params[:launch.param_bytes])
     offset = 0
     for p, w in zip(facts["params"], facts["bytes"]):
