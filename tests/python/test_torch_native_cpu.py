@@ -1,9 +1,10 @@
 """jitbridge.torch's two runners in one process, with torch and no GPU (issue 26's crash class): native and Python
 declarations side by side, CPU, meta and mixed tensors into either (a ValueError naming the argument, never a
-crash), re-declaring while an autograd graph is alive, a runner switch refused, and descriptions the add-on must
-refuse (schema drift, out-of-range slots) instead of reading past a call's arguments. Each scenario runs in a fresh
-process, so a crash fails the test with its signal instead of ending pytest. Skipped without torch; the add-on is
-built at first use (JITBRIDGE_TORCH_NATIVE=1: a failed build fails these tests), into this test's cache."""
+crash), re-declaring while an autograd graph is alive, a runner switch refused, a re-declaration changing which
+inputs have gradients refused, a fresh declaration failing part-way, and descriptions the add-on must refuse (schema
+drift, out-of-range slots, changed autograd wiring) instead of reading past a call's arguments. Each scenario runs
+in a fresh process, so a crash fails the test with its signal instead of ending pytest. Skipped without torch; the
+add-on is built at first use (JITBRIDGE_TORCH_NATIVE=1: a failed build fails these tests), into this test's cache."""
 import os
 import subprocess
 import sys
@@ -141,6 +142,8 @@ def test_the_add_on_refuses_descriptions_that_do_not_fit_the_op(cache):
         print(refused(text.replace("args T T\\n", "args T T f\\n", 1)))
         print(refused(text.replace("saved i 1", "saved i 7")))
         print(refused(text.replace("grad_inputs 0 1", "grad_inputs 0 5")))
+        print(refused(text.replace("grad_inputs 0 1", "grad_inputs 1 0")))   # a re-declaration's wiring: kept
+        print(refused(text.replace("names x bias grad_y", "names bias x grad_y")))
         print(refused(text.replace("dispatch 0", "dispatch 9", 1)))
         print(refused(text.replace("arg slot 2", "arg slot 99", 1)))
         print(refused(text.replace("jb_cpu_refused::fused_bias_gelu", "jb_cpu_refused::never_defined")))
@@ -154,11 +157,16 @@ def test_the_add_on_refuses_descriptions_that_do_not_fit_the_op(cache):
     assert "arguments" in out[2], out[2]
     assert "saved index is out of range" in out[3], out[3]
     assert "grad_inputs index is out of range" in out[4], out[4]
-    assert "dispatch argument" in out[5], out[5]
-    assert "slot is out of range" in out[6], out[6]
-    assert "is not defined" in out[7], out[7]
-    assert out[8] == "(4, 8)"
-    assert out[9].startswith("ValueError: jb_cpu_refused::fused_bias_gelu: x is a cpu tensor")
+    assert out[5] == ("jb_cpu_refused::fused_bias_gelu: a re-declaration must keep which inputs have gradients (an "
+                      "autograd graph recorded before gives the backward's results to the inputs it was recorded "
+                      "for)"), out[5]
+    assert out[6] == ("jb_cpu_refused::fused_bias_gelu: a re-declaration must keep the names of the arguments and "
+                      "of what the backward takes"), out[6]
+    assert "dispatch argument" in out[7], out[7]
+    assert "slot is out of range" in out[8], out[8]
+    assert "is not defined" in out[9], out[9]
+    assert out[10] == "(4, 8)"
+    assert out[11].startswith("ValueError: jb_cpu_refused::fused_bias_gelu: x is a cpu tensor")
     assert out[-1] == "end"
 
 
@@ -220,6 +228,101 @@ def test_a_graph_outliving_its_ops_definition_raises(cache):
         ''', cache)
     assert out[0].startswith("RuntimeError: jb_cpu_destroyed::fused_bias_gelu: its backward op "
                              "jb_cpu_destroyed::fused_bias_gelu_backward is no longer defined"), out[0]
+    assert out[-1] == "end"
+
+
+def test_a_redeclaration_must_keep_which_inputs_have_gradients_on_both_runners(cache):
+    """A graph recorded before a re-declaration calls the current _backward op and gives its results to the inputs
+    it was recorded for: grads={"x"} then {"w"} (the same backward schema, one Tensor returned) is refused on both
+    runners before anything is swapped, a re-declaration keeping the wiring is taken, and the old graph's gradient
+    still goes to x."""
+    out = run('''
+        from jitbridge.torch import Launch, Output, numel
+        src = """
+        template <class T> __global__ void fwd(const T* x, const T* w, T* y, long long n) {}
+        template <class T> __global__ void bwd(const T* x, const T* w, const T* gy, T* g, long long n) {}
+        """
+        module = jitbridge.RawModule(code=src, arch="sm_90", name_expressions=["fwd<float>", "bwd<float>"])
+        def declaration(grad, block=256):
+            return dict(inputs=("x", "w"), outputs={"y": Output(like="x")},
+                        forward=Launch({"float32": module.get_function("fwd<float>")}, args=("x", "w", "y", numel("x")),
+                                       grid=lambda x: jt.cdiv(x.numel(), block), block=block),
+                        save=("x", "w"),
+                        backward=Launch({"float32": module.get_function("bwd<float>")},
+                                        args=("x", "w", "grad_y", "grad_" + grad, numel("x")),
+                                        grid=lambda x: jt.cdiv(x.numel(), block), block=block),
+                        grads={grad: Output(like=grad)})
+        for native, name in ((True, "jb_cpu_wiring::native_op"), (False, "jb_cpu_wiring::python_op")):
+            os.environ["JITBRIDGE_TORCH_NATIVE"] = "1" if native else "0"
+            op = jt.custom_op(name, **declaration("x"))
+            x, w = meta(4, 8), meta(8)
+            y = op(x, w)                                 # a graph recorded under grads={"x"}
+            print(jt.runner(op).kind)
+            print(error(lambda: jt.custom_op(name, **declaration("w"))))
+            print(jt.custom_op(name, **declaration("x", block=128)) == op)
+            print(tuple(torch.autograd.grad(y.sum(), x)[0].shape))
+            print(error(lambda: op(torch.randn(4, 8), torch.randn(8))))
+        print("end")
+        ''', cache)
+    assert out[-1] == "end"
+    for i, (kind, name) in enumerate((("native", "native_op"), ("python", "python_op"))):
+        got = out[5 * i:5 * i + 5]
+        assert got[0] == kind
+        assert got[1] == (f"OpDeclarationError: jb_cpu_wiring::{name}: this process declared the op with gradients "
+                          f"for x; a re-declaration replaces its kernels but must keep which inputs have gradients, "
+                          f"here w (an autograd graph recorded before would give the new backward's results to the "
+                          f"inputs it was recorded for): keep the keys of grads=, or choose another name"), got[1]
+        assert got[2:] == ["True", "(4, 8)",
+                           f"ValueError: jb_cpu_wiring::{name}: x is a cpu tensor; this op's kernels run on CUDA "
+                           f"tensors"], got
+
+
+def test_a_fresh_declaration_failing_part_way_leaves_the_name_free(cache):
+    """A fresh name whose registration fails after its definition (the add-on refusing the description with
+    JITBRIDGE_TORCH_NATIVE=1; the _backward name taken by other code on the Python runner) is left unregistered:
+    no torch.ops packet pointing at a removed definition (calling one crashed the process), and declaring the name
+    again gives a working op."""
+    out = run('''
+        from jitbridge.torch import description
+        real = description.describe
+        def refused(spec):
+            text, kernels = real(spec)
+            return text.replace("saved i 1", "saved i 7"), kernels
+        description.describe = refused
+        print(error(lambda: declare_examples(True, "jb_cpu_failed")))
+        description.describe = real
+        gc.collect()
+        print(hasattr(torch.ops.jb_cpu_failed, "fused_bias_gelu"))
+        print(error(lambda: torch.ops.jb_cpu_failed.fused_bias_gelu(torch.randn(2, 8), torch.randn(8))))
+        m = declare_examples(True, "jb_cpu_failed")
+        x, b = meta(4, 8), meta(8)
+        print(jt.runner(m.fused_bias_gelu).kind, tuple(torch.autograd.grad(m.fused_bias_gelu(x, b).sum(), b)[0].shape))
+        print(error(lambda: torch.ops.jb_cpu_failed.fused_bias_gelu(torch.randn(2, 8), torch.randn(8))))
+        # the Python runner: the forward defined, then the _backward name is taken by other code
+        other = torch.library.Library("jb_cpu_taken", "FRAGMENT")
+        other.define("fused_bias_gelu_backward(Tensor x) -> Tensor")
+        print(error(lambda: declare_examples(False, "jb_cpu_taken")))
+        gc.collect()
+        print(hasattr(torch.ops.jb_cpu_taken, "fused_bias_gelu"))
+        print(torch.ops.jb_cpu_taken.fused_bias_gelu_backward.default._schema)   # the other code's op is untouched
+        other._destroy()
+        p = declare_examples(False, "jb_cpu_taken")
+        print(jt.runner(p.fused_bias_gelu).kind, tuple(torch.autograd.grad(p.fused_bias_gelu(x, b).sum(), x)[0].shape))
+        print(error(lambda: p.fused_bias_gelu(torch.randn(2, 8), torch.randn(8))))
+        print("end")
+        ''', cache)
+    assert out[0] == ("OpDeclarationError: the native runner refused the declaration: jb_cpu_failed::fused_bias_gelu: "
+                      "a saved index is out of range"), out[0]
+    assert out[1] == "False"
+    assert out[2].startswith("AttributeError: "), out[2]
+    assert out[3] == "native (8,)"
+    assert out[4].startswith("ValueError: jb_cpu_failed::fused_bias_gelu: x is a cpu tensor"), out[4]
+    assert out[5].startswith("OpDeclarationError: jb_cpu_taken::fused_bias_gelu_backward: an op of this name is "
+                             "already registered in this process by other code"), out[5]
+    assert out[6] == "False"
+    assert out[7] == "jb_cpu_taken::fused_bias_gelu_backward(Tensor x) -> Tensor"
+    assert out[8] == "python (4, 8)"
+    assert out[9].startswith("ValueError: jb_cpu_taken::fused_bias_gelu: x is a cpu tensor"), out[9]
     assert out[-1] == "end"
 
 

@@ -163,21 +163,27 @@ def test_eager_test_takes_plain_cuda_tensors_only():
 
 class _Library:
     """torch.library.Library's stand-in: records definitions and kernels; a second definition of a name fails as
-    torch's does."""
+    torch's does; _destroy removes the fragment's definitions."""
 
     defined = {}
 
     def __init__(self, namespace, kind):
-        self.namespace = namespace
+        self.namespace, self.names = namespace, []
 
     def define(self, schema):
         name = f"{self.namespace}::{schema.split('(')[0]}"
         if name in _Library.defined:
             raise RuntimeError(f"{name} defined multiple times")
         _Library.defined[name] = {"schema": schema}
+        self.names.append(name)
 
     def impl(self, name, fn, key, with_keyset=False):
         _Library.defined[f"{self.namespace}::{name}"][key] = fn
+
+    def _destroy(self):
+        for name in self.names:
+            del _Library.defined[name]
+        self.names.clear()
 
 
 def _registering_torch():
@@ -246,3 +252,64 @@ def test_redeclaring_an_op_swaps_what_its_registered_kernels_run(monkeypatch, ke
     _Library.defined["tests_redeclare::other"] = {"schema": "other(Tensor x) -> Tensor"}   # not ours
     with pytest.raises(jt.OpDeclarationError, match="already registered in this process by other code"):
         jt.custom_op("tests_redeclare::other", **declaration("x"))
+
+
+def test_a_redeclaration_keeps_which_inputs_have_gradients(monkeypatch, kernels):
+    """grads={"x"} then {"w"}: the same schemas (the backward returns one Tensor either way), but a graph recorded
+    under the first would give the second backward's result to x; refused before anything is swapped, naming both.
+    Keeping the keys (other kernels) is a re-declaration like any other."""
+    torch = _registering_torch()
+    monkeypatch.setattr(jt, "_import_torch", lambda what: torch)
+    monkeypatch.setattr(jt, "_REGISTERED", {})
+    monkeypatch.setattr(_Library, "defined", {})
+    launches = []
+
+    def declaration(grads, kernel_name="bwd"):
+        return dict(inputs=("x", "w"), outputs={"y": Output(like="x")},
+                    forward=Launch(lambda grid, block, args: launches.append("fwd"), args=("x", "w", "y"), grid=1,
+                                   block=32),
+                    save=("x", "w"),
+                    backward=Launch(lambda grid, block, args, name=kernel_name: launches.append(name),
+                                    args=("x", "w", "grad_y") + tuple("grad_" + g for g in grads), grid=1, block=32),
+                    grads={g: Output(like=g) for g in grads})
+
+    op = jt.custom_op("tests_redeclare::pair", **declaration("x"))
+    backward = _Library.defined["tests_redeclare::pair_backward"]
+    assert backward["schema"] == "pair_backward(Tensor x, Tensor w, Tensor grad_y) -> Tensor"
+    with pytest.raises(jt.OpDeclarationError) as refused:
+        jt.custom_op("tests_redeclare::pair", **declaration("w"))
+    assert str(refused.value) == (
+        "tests_redeclare::pair: this process declared the op with gradients for x; a re-declaration replaces its "
+        "kernels but must keep which inputs have gradients, here w (an autograd graph recorded before would give the "
+        "new backward's results to the inputs it was recorded for): keep the keys of grads=, or choose another name")
+    with pytest.raises(jt.OpDeclarationError, match="gradients for x; .* here x, w "):  # not the schema's message
+        jt.custom_op("tests_redeclare::pair", **declaration("xw"))
+    x, w = _FakeTensor((4,), torch.float32, CUDA), _FakeTensor((4,), torch.float32, CUDA)
+    backward["CUDA"](x, w, x)
+    assert launches == ["bwd"]                            # the refused declarations swapped nothing in
+    assert jt.custom_op("tests_redeclare::pair", **declaration("x", "bwd2")) == op
+    backward["CUDA"](x, w, x)
+    assert launches == ["bwd", "bwd2"]
+
+
+def test_a_fresh_declaration_failing_after_its_definition_is_undone(monkeypatch, kernels):
+    """The forward defined, then the _backward name turns out taken by other code: the fragment is destroyed (the
+    forward's definition with it), nothing is recorded as registered, and the name can be declared again."""
+    torch = _registering_torch()
+    monkeypatch.setattr(jt, "_import_torch", lambda what: torch)
+    monkeypatch.setattr(jt, "_REGISTERED", {})
+    monkeypatch.setattr(_Library, "defined", {"tests_redeclare::late_backward": {"schema": "late_backward(Tensor x)"}})
+    libraries = list(jt._LIBRARIES)
+    decl = dict(inputs=("x",), outputs={"y": Output(like="x")},
+                forward=Launch(lambda grid, block, args: None, args=("x", "y"), grid=1, block=32),
+                backward=Launch(lambda grid, block, args: None, args=("grad_y", "grad_x"), grid=1, block=32),
+                grads={"x": Output(like="grad_y")})
+    with pytest.raises(jt.OpDeclarationError, match="late_backward: an op of this name is already registered"):
+        jt.custom_op("tests_redeclare::late", **decl)
+    assert "tests_redeclare::late" not in _Library.defined and "tests_redeclare::late" not in jt._REGISTERED
+    assert jt._LIBRARIES == libraries
+    del _Library.defined["tests_redeclare::late_backward"]   # the other code goes away
+    assert jt.custom_op("tests_redeclare::late", **decl) == "OpOverload(late)"
+    assert set(_Library.defined) == {"tests_redeclare::late", "tests_redeclare::late_backward"}
+    assert "CUDA" in _Library.defined["tests_redeclare::late"] and jt.runner("tests_redeclare::late").kind == "python"
+    jt._LIBRARIES[:] = libraries

@@ -82,10 +82,11 @@ def custom_op(name, *, inputs, outputs, forward, save=(), backward=(), grads=Non
 
     Declaring a ``name`` this process already declared replaces the op's kernels, fake and backward (a notebook
     cell edited and run again); every handle to the op, torch.compile graphs included, runs the new ones. The schema
-    (inputs, outputs, whether there is a backward) must stay the same.
+    (inputs, outputs, whether there is a backward, what the backward takes) and which inputs have gradients (the
+    keys of ``grads``) must stay the same.
 
     Raises OpDeclarationError (a ValueError) for a declaration that cannot work, a re-declaration that changes the
-    schema, or a name registered by other code; ImportError without PyTorch.
+    schema or the inputs that have gradients, or a name registered by other code; ImportError without PyTorch.
     """
     spec = OpSpec(name, inputs=inputs, outputs=outputs, forward=forward, save=save, backward=backward, grads=grads,
                   scratch=scratch, check=check, contiguous=contiguous)
@@ -186,9 +187,11 @@ class _Registration:
     """The live implementation behind an op jitbridge registered: the dispatcher's kernels for it are trampolines
     calling the attributes here, so re-declaring the op (a notebook cell edited and run again) swaps the kernels
     under the same registered name, and handles to the op taken before (``torch.ops.ns.name``, a model holding
-    the OpOverload, a torch.compile graph) run the new ones."""
+    the OpOverload, a torch.compile graph) run the new ones. ``schemas`` and ``gradients`` are the first
+    declaration's, which every re-declaration must keep (_redeclaration_error)."""
 
-    __slots__ = ("schemas", "op", "forward", "forward_fake", "backward", "backward_fake", "autograd", "runner")
+    __slots__ = ("schemas", "gradients", "op", "forward", "forward_fake", "backward", "backward_fake", "autograd",
+                 "runner")
 
     def trampolines(self):
         """(forward, forward fake, backward, backward fake, Autograd kernel): what is registered, once."""
@@ -220,6 +223,34 @@ def _schemas(spec):
     return forward, backward
 
 
+def _gradient_inputs(spec):
+    """The tensor inputs that have gradients (the keys of grads=), in input order: where an autograd graph puts
+    the ``_backward`` op's results."""
+    return tuple(n for n in spec.tensor_inputs if n in spec.grads)
+
+
+def _redeclaration_error(spec, current, schemas, gradients):
+    """Why ``spec`` cannot replace the op registered as ``current``, or None.
+
+    An autograd graph recorded before a re-declaration keeps the earlier declaration's wiring (the tensors it saved,
+    the incoming gradients and scalars it passes, the inputs it gives the results to) but calls the op's current
+    ``_backward`` op. The backward schema names the saved tensors, the incoming gradients and the scalars in order,
+    so keeping the schemas keeps those; it counts the results without naming them, so the inputs that have
+    gradients are compared here, first (the more precise message when their number changed too)."""
+    if schemas[1] is not None and current.schemas[1] is not None and gradients != current.gradients:
+        return (f"{spec.name}: this process declared the op with gradients for {', '.join(current.gradients)}; a "
+                f"re-declaration replaces its kernels but must keep which inputs have gradients, here "
+                f"{', '.join(gradients)} (an autograd graph recorded before would give the new backward's results "
+                f"to the inputs it was recorded for): keep the keys of grads=, or choose another name")
+    if schemas != current.schemas:
+        def shown(pair):
+            return pair[0] + ("" if pair[1] is None else f" with backward {pair[1]}")
+        return (f"{spec.name}: this process declared the op as {shown(current.schemas)}; a re-declaration replaces "
+                f"its kernels but must keep its schema, here {shown(schemas)} (torch.library cannot redefine an "
+                f"op): keep the inputs, outputs and backward, or choose another name")
+    return None
+
+
 def _register_custom_op(spec):
     """Registers ``spec`` with torch.library: the op (schema, the runner as its CUDA and CPU kernel, the fake), and
     with a backward the ``<name>_backward`` op the same way plus an Autograd kernel. Returns the op's OpOverload.
@@ -234,36 +265,68 @@ def _register_custom_op(spec):
     calls the ``<name>_backward`` op.
 
     Declaring a name this process already declared replaces the op's kernels, fake and backward (the registered
-    kernels are trampolines into a _Registration); the schema (inputs, outputs, whether there is a backward) must
-    stay the same, else OpDeclarationError."""
+    kernels are trampolines into a _Registration); the schema (inputs, outputs, whether there is a backward, what
+    it takes) and the inputs that have gradients must stay the same, else OpDeclarationError. A fresh name whose
+    registration fails part-way is left unregistered (_define_fresh), so declaring it again starts clean."""
     torch = _import_torch("custom_op")
     namespace, _, short = spec.name.partition("::")
-    schemas = _schemas(spec)
+    schemas, gradients = _schemas(spec), _gradient_inputs(spec)
     current = _REGISTERED.get(spec.name)
-    if current is not None and current.schemas != schemas:
-        def shown(pair):
-            return pair[0] + ("" if pair[1] is None else f" with backward {pair[1]}")
-        raise OpDeclarationError(f"{spec.name}: this process declared the op as {shown(current.schemas)}; a "
-                                 f"re-declaration replaces its kernels but must keep its schema, here "
-                                 f"{shown(schemas)} (torch.library cannot redefine an op): keep the inputs, outputs "
-                                 f"and backward, or choose another name")
-    fresh = current is None
+    if current is not None:
+        refused = _redeclaration_error(spec, current, schemas, gradients)
+        if refused is not None:
+            raise OpDeclarationError(refused)
     native = _native_plan(spec, torch, current)
-    if fresh:
-        current = _Registration()
-        current.schemas = schemas
-    # Everything the declaration makes, before anything is swapped in: a failure leaves the old op working.
+    # Everything the declaration makes, before anything is registered or swapped in: a failure leaves the old op
+    # working (and a fresh name unregistered).
     forward = _phase_runner(spec.forward, spec.contiguous, torch, fake=False)
     forward_fake = _phase_runner(spec.forward, spec.contiguous, torch, fake=True)
+    backward = backward_fake = trusted = None
     if spec.backward is not None:
         backward = _phase_runner(spec.backward, spec.contiguous, torch, fake=False)
         backward_fake = _phase_runner(spec.backward, spec.contiguous, torch, fake=True)
-    if fresh:
-        library = torch.library.Library(namespace, "FRAGMENT")
+        trusted = _phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
+    if current is None:
+        current = _Registration()
+        current.schemas, current.gradients = schemas, gradients
+        current.runner, autograd = _define_fresh(torch, spec, current, native, forward, trusted)
+        _REGISTERED[spec.name] = current
+    else:
+        autograd = None
+        if spec.backward is not None:
+            backward_op = getattr(getattr(torch.ops, namespace), short + "_backward").default
+            autograd = _autograd_kernel(spec, torch, current.op, forward, backward_op, trusted)
+        if current.runner.kind == "native":
+            if native is None:
+                raise OpDeclarationError(f"{spec.name}: this process declared the op with the native runner; a "
+                                         f"re-declaration must keep it, but this one needs the Python runner "
+                                         f"({_native_reason}): write the rule as an expression, or choose another "
+                                         f"name")
+            current.runner = _register_native(native, redeclared=True)
+    _show_runner(torch, current.op, current.runner)
+    current.forward, current.forward_fake = forward, forward_fake
+    if spec.backward is not None:
+        current.backward, current.backward_fake, current.autograd = backward, backward_fake, autograd
+    return current.op
+
+
+def _define_fresh(torch, spec, current, native, forward, trusted):
+    """Defines the op of a name this process has not registered (and its ``_backward`` op) in a new
+    torch.library fragment, registers their fakes and kernels (native, else the Python trampolines), sets
+    ``current.op``; returns (Runner, the Autograd kernel of the Python runner or None without a backward).
+
+    All or nothing: on any error the fragment is destroyed before the error propagates. ``Library._destroy``
+    removes the definitions, fakes and kernels and, unlike the fragment's finalizer, drops the packets torch.ops
+    cached for them (an OpOverload left there would point at a removed definition: torch's stale-handle crash), so
+    the name is free again. The native kernels are registered last: the add-on validates a description before it
+    registers anything, so a refusal leaves nothing behind in C++ either."""
+    namespace, _, short = spec.name.partition("::")
+    library = torch.library.Library(namespace, "FRAGMENT")
+    try:
         ops = getattr(torch.ops, namespace)
         t_forward, t_forward_fake, t_backward, t_backward_fake, t_autograd = current.trampolines()
 
-        def define(name, schema, real, fake):
+        def define(name, schema, fake):
             try:
                 library.define(schema)
             except RuntimeError as e:
@@ -276,37 +339,25 @@ def _register_custom_op(spec):
             torch.library.register_fake(f"{namespace}::{name}", fake, lib=library)
             return getattr(ops, name).default
 
-        current.op = define(short, schemas[0], t_forward, t_forward_fake)
+        current.op = define(short, current.schemas[0], t_forward_fake)
+        autograd = None
         if spec.backward is not None:
-            backward_op = define(short + "_backward", schemas[1], t_backward, t_backward_fake)
-        current.runner = _register_native(native) if native is not None else None
-        if current.runner is None or current.runner.kind == "python":
-            current.runner = current.runner or Runner("python", _native_reason)
-            for name, real in ((short, t_forward), (short + "_backward", t_backward)):
-                if name == short or spec.backward is not None:
-                    for key in ("CUDA", "CPU"):
-                        library.impl(name, real, key)
+            backward_op = define(short + "_backward", current.schemas[1], t_backward_fake)
+            autograd = _autograd_kernel(spec, torch, current.op, forward, backward_op, trusted)
+        runner = _register_native(native) if native is not None else None
+        if runner is None or runner.kind == "python":
+            runner = runner or Runner("python", _native_reason)
+            for key in ("CUDA", "CPU"):
+                library.impl(short, t_forward, key)
+                if spec.backward is not None:
+                    library.impl(short + "_backward", t_backward, key)
             if spec.backward is not None:
                 library.impl(short, t_autograd, "Autograd", with_keyset=True)
-        _LIBRARIES.append(library)
-        _REGISTERED[spec.name] = current
-    else:
-        if spec.backward is not None:
-            backward_op = getattr(getattr(torch.ops, namespace), short + "_backward").default
-        if current.runner.kind == "native":
-            if native is None:
-                raise OpDeclarationError(f"{spec.name}: this process declared the op with the native runner; a "
-                                         f"re-declaration must keep it, but this one needs the Python runner "
-                                         f"({_native_reason}): write the rule as an expression, or choose another "
-                                         f"name")
-            current.runner = _register_native(native, redeclared=True)
-    _show_runner(torch, current.op, current.runner)
-    current.forward, current.forward_fake = forward, forward_fake
-    if spec.backward is not None:
-        current.backward, current.backward_fake = backward, backward_fake
-        trusted = _phase_runner(spec.backward, spec.contiguous, torch, fake=False, trusted=True)
-        current.autograd = _autograd_kernel(spec, torch, current.op, forward, backward_op, trusted)
-    return current.op
+    except BaseException:
+        library._destroy()
+        raise
+    _LIBRARIES.append(library)
+    return runner, autograd
 
 
 _native_reason = None  # why the last _native_plan() gave None

@@ -277,7 +277,8 @@ inline void validate_phase(const Phase& p, size_t n_args, size_t n_returned) {
 }
 
 // Refuses an entry whose autograd wiring points outside its op (see OpEntry), and a re-declaration (`before`) that
-// changes what the registered kernels were made for: arguments, outputs, whether there is a backward.
+// changes what the registered kernels were made for (arguments, outputs, whether there is a backward) or what a
+// graph recorded under `before` hands the backward (argument names, the inputs that have gradients).
 inline void validate_entry(const OpEntry& e, const OpEntry* before) {
   auto need = [&](bool ok, const std::string& what) {
     if (!ok) throw std::invalid_argument(e.name + ": " + what);
@@ -301,6 +302,13 @@ inline void validate_entry(const OpEntry& e, const OpEntry* before) {
                 (before->backward == nullptr) == (e.backward == nullptr) &&
                 (!e.backward || before->backward->kinds == e.backward->kinds);
     need(same, "a re-declaration must keep the arguments, outputs and backward its kernels were registered for");
+    // A graph recorded before keeps `before` (its JitbridgeNode: what it saved, the gradients and scalars it passes,
+    // where the results go) but calls the current _backward op: the same names in the same order, the same inputs.
+    need(before->forward->names == e.forward->names && (!e.backward || before->backward->names == e.backward->names),
+         "a re-declaration must keep the names of the arguments and of what the backward takes");
+    need(before->grad_inputs == e.grad_inputs,
+         "a re-declaration must keep which inputs have gradients (an autograd graph recorded before gives the "
+         "backward's results to the inputs it was recorded for)");
   }
 }
 
