@@ -5,6 +5,7 @@
 
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
+#include "nvrtc_program.hpp"
 
 using namespace jitbridge;
 using namespace jitbridge::detail;
@@ -270,5 +271,50 @@ TEST_CASE("compile() reads the signatures of kernels with 59 to 256 parameters",
       CHECK(p.size == (i % 5 == 4 ? 16u : 4u));
       CHECK(p.align == (i % 5 == 4 ? 8u : 4u));
     }
+  }
+}
+
+TEST_CASE("read_signatures through NVRTC: names past the limit whole, then by chunks, then one by one",
+          "[signature][compile]") {
+  // 48 parameters: every other one a struct of its own with a 90-character name (no substitution
+  // shortens it), so that each chunk of 16 is too long too.
+  std::string source, params;
+  std::vector<std::string> spellings;
+  for (std::size_t i = 0; i < 48; ++i) {
+    if (i % 2 == 0) {
+      spellings.push_back(fmt::format("S{:02}_{}", i, std::string(86, 'x')));
+      source += fmt::format("struct {} {{ int tag[{}]; }};\n", spellings.back(), i % 3 + 1);
+    } else {
+      spellings.push_back(i % 4 == 1 ? "float*" : "int");
+    }
+    params += fmt::format("{}{} a{}", i ? ", " : "", spellings.back(), i);
+  }
+  source += "extern \"C\" __global__ void k(" + params + ") {}\n" + kProbeSource + split_probe_source();
+  std::vector<std::vector<std::string>> calls;
+  std::map<std::string, std::string> names;  // every name NVRTC gave, to measure
+  const LowerNames lower = [&](const std::vector<std::string>& expressions) {
+    calls.push_back(expressions);
+    NvrtcProgram program(source, "k.cu", {});
+    for (const std::string& e : expressions) program.add_name_expression(e);
+    REQUIRE(program.compile({"-arch=sm_90"}));
+    std::map<std::string, std::string> out;
+    for (const std::string& e : expressions) out[e] = names[e] = program.lowered_name(e);
+    return std::optional(out);
+  };
+  auto sigs = read_signatures({"decltype(&k)"}, {}, lower);
+  REQUIRE(calls.size() == 3);  // whole, 3 chunks, 48 single parameters
+  CHECK(calls[1].size() == 3);
+  CHECK(calls[2].size() == 48);
+  CHECK(names[whole_probe("decltype(&k)")].size() > 1024);
+  for (std::size_t c = 0; c < 3; ++c) CHECK(names[chunk_probe("decltype(&k)", c)].size() > 1024);
+  for (std::size_t i = 0; i < 48; ++i) CHECK(names[param_probe("decltype(&k)", i)].size() <= 1024);
+  REQUIRE(sigs[0]);
+  REQUIRE(sigs[0]->params.size() == 48);
+  for (std::size_t i = 0; i < 48; ++i) {
+    INFO("parameter " << i);
+    const Param& p = sigs[0]->params[i];
+    CHECK(p.spelling == spellings[i]);
+    CHECK(p.size == (i % 2 == 0 ? 4 * (i % 3 + 1) : i % 4 == 1 ? 8 : 4));
+    CHECK(p.pointee_size == (i % 4 == 1 ? 4u : 0u));
   }
 }
