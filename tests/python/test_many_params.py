@@ -138,5 +138,7 @@ def test_parameter_space_limit():
     for source in [kernel_source("k", ["int"] * 8192), "struct Big { char b[32768]; };\n" + kernel_source("k", ["Big"])]:
         with pytest.raises(jitbridge.CompileError,
                            match=r"Formal parameter space overflowed \(32768 bytes required, max 32764 bytes "
-                                 r"allowed\) in function k"):
+                                 r"allowed\) in function k") as info:
             jitbridge.compile(unique(source), arch="sm_90")
+        # Located in the user's source (unique() adds a first line), so no compile without the probe follows.
+        assert (info.value.line, info.value.kernel) == (source.count("\n") + 1, "k")
