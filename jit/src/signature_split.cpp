@@ -1,6 +1,7 @@
 // signature_split.cpp — kernel signatures whose probe names are too long to demangle: the probe again, by parts.
 #include <fmt/format.h>
 
+#include <set>
 #include <stdexcept>
 
 #include "jit_internal.hpp"
@@ -110,9 +111,11 @@ std::vector<std::optional<Signature>> read_signatures(const std::vector<std::str
   std::vector<Part> todo;
   for (std::size_t k = 0; k < n; ++k) todo.push_back({k, whole_probe(function_types[k])});
   while (!todo.empty()) {
-    std::vector<std::string> ask;
+    std::vector<std::string> ask;  // each once: kernels of one function type share their probes
+    std::set<std::string> asked;
     for (const Part& p : todo)
-      if (!lowered.count(p.expression)) ask.push_back(p.expression);
+      if (!given_up[p.kernel] && !lowered.count(p.expression) && asked.insert(p.expression).second)
+        ask.push_back(p.expression);
     if (!ask.empty()) {
       std::optional<std::map<std::string, std::string>> got = lower(ask);
       if (!got) {  // that compile failed: these kernels keep no signature

@@ -236,6 +236,19 @@ TEST_CASE("read_signatures: kernels not compiled yet are asked whole first; a fa
   CHECK_FALSE(sigs[1]);
 }
 
+TEST_CASE("read_signatures: kernels of one function type ask for their parts once", "[signature]") {
+  FakeCompiler fake;
+  fake.kernels["void (*)(int, ...)"] = mixed(100);
+  auto sigs = read_signatures({"void (*)(int, ...)", "void (*)(int, ...)"}, {}, fake.lower());
+  REQUIRE(fake.calls.size() == 2);
+  CHECK(fake.calls[0] == std::vector<std::string>{whole_probe("void (*)(int, ...)")});
+  CHECK(fake.calls[1].size() == 7);
+  REQUIRE(sigs[0]);
+  REQUIRE(sigs[1]);
+  check_params(*sigs[0], mixed(100));
+  check_params(*sigs[1], mixed(100));
+}
+
 TEST_CASE("read_signatures: a name NVRTC did not give, or of an unexpected form", "[signature]") {
   FakeCompiler fake;
   fake.kernels["decltype(&k)"] = mixed(3);
