@@ -212,18 +212,18 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
 
   // Pass 1: the user's source and name expressions, plus the probe for every kernel we can name.
   std::vector<std::string> expressions = options.name_expressions;
-  std::map<std::string, std::string> probe_of;  // kernel expression -> its probe expression
+  std::map<std::string, std::string> probe_of;  // kernel expression -> its function type, for the probe
   // Without the probe (CompileOptions::layout_probe, output_program()): the source alone, no signatures.
   const bool probe = options.layout_probe;
   if (probe) {
-    for (const std::string& e : options.name_expressions) probe_of[e] = detail::probe_expression(e);
+    for (const std::string& e : options.name_expressions) probe_of[e] = detail::kernel_pointer_type(e);
     for (const KernelCandidate& k : candidates)
       if (!k.is_template) {
         expressions.push_back(k.qualified_name);
-        probe_of[k.qualified_name] = detail::probe_expression(k.qualified_name);
+        probe_of[k.qualified_name] = detail::kernel_pointer_type(k.qualified_name);
       }
   }
-  for (const auto& [kernel, probe_expression] : probe_of) expressions.push_back(probe_expression);
+  for (const auto& [kernel, type] : probe_of) expressions.push_back(detail::whole_probe(type));
   const std::string probed_source = probe ? source + "\n" + detail::kProbeSource : source;
   // Without any "include" in the source or options nothing can be included, and NVRTC's time
   // trace (0.5 ms a compile) is not needed to know it.
@@ -271,39 +271,42 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
 
   // Name each kernel of the binary and attach what the probes said.
   std::map<std::string, std::string> name_of;          // lowered -> user-facing name
-  std::map<std::string, std::string> probe_for_symbol; // lowered -> probe expression
-  for (const auto& [kernel, probe_expression] : probe_of) {
+  std::map<std::string, std::string> type_for_symbol;  // lowered -> function type probed
+  for (const auto& [kernel, type] : probe_of) {
     const std::string& lowered = pass.lowered[kernel];
     if (lowered.empty()) continue;
     name_of.emplace(lowered, kernel);
-    probe_for_symbol.emplace(lowered, probe_expression);
+    type_for_symbol.emplace(lowered, type);
   }
   std::vector<std::string> symbols =
       program->cubin.empty() ? ptx_entries(program->ptx) : detail::cubin_kernels(program->cubin);
   if (symbols.empty() && program->link_input_is_ltoir && !program->linked)  // LTO-IR left for link()
     for (const auto& [lowered, name] : name_of) symbols.push_back(lowered);
   if (program->linked) detail::drop_device_runtime_kernels(symbols);
-  std::vector<std::string> missing_probes;  // pass 2: kernels the scan did not see
+  // Kernels to probe: those pass 1 probed (`probed`), and those the scan did not see (`missing`,
+  // probed in a compile of their own, only when there are any), as indices into program->kernels
+  // with their function types.
+  std::vector<std::size_t> probed, missing;
+  std::vector<std::string> probed_types, missing_types;
   for (const std::string& symbol : symbols) {
     Kernel k;
     k.lowered_name = symbol;
-    std::string params;
+    std::optional<std::string> params;  // a C++ symbol's parameter list, when it demangles
     if (auto it = name_of.find(symbol); it != name_of.end()) {
       k.name = it->second;
     } else if (symbol.rfind("_Z", 0) == 0) {
-      std::tie(k.name, params) = split_demangled(detail::demangle(symbol));
+      const std::optional<std::string> text = detail::demangled(symbol);
+      if (text) std::tie(k.name, params) = split_demangled(*text);
+      else k.name = symbol;  // too long to demangle (libstdc++: over 1024 characters): named, not probed
     } else {
       k.name = symbol;
     }
-    if (auto it = probe_for_symbol.find(symbol); it != probe_for_symbol.end()) {
-      const std::string& lowered = pass.lowered[it->second];
-      if (!lowered.empty()) k.signature = detail::parse_probe(detail::demangle(lowered));
-    } else if (probe) {
-      std::string expression = symbol.rfind("_Z", 0) == 0
-                                   ? fmt::format("__jitbridge_sig<void (*)({})>::layout", params)
-                                   : detail::probe_expression(symbol);
-      probe_for_symbol.emplace(symbol, expression);
-      missing_probes.push_back(expression);
+    if (auto it = type_for_symbol.find(symbol); it != type_for_symbol.end()) {
+      probed.push_back(program->kernels.size());
+      probed_types.push_back(it->second);
+    } else if (probe && (params || symbol.rfind("_Z", 0) != 0)) {
+      missing.push_back(program->kernels.size());
+      missing_types.push_back(params ? fmt::format("void (*)({})", *params) : detail::kernel_pointer_type(symbol));
     }
     if (auto it = resources.find(symbol); it != resources.end()) {
       k.resources = it->second;
@@ -315,15 +318,18 @@ std::shared_ptr<Program> build(std::string_view source_view, const CompileOption
     program->kernels.push_back(std::move(k));
   }
 
-  if (!missing_probes.empty()) {
-    // One more compile, only for sources whose kernels the scan could not name (macros, say).
-    // Kernels whose types cannot be spelled back in source keep no signature.
-    Pass second = run_pass(probed_source, options, nvrtc_options, missing_probes, false, false);
-    for (Kernel& k : program->kernels) {
-      if (k.signature || !second.ok) continue;
-      const std::string& lowered = second.lowered[probe_for_symbol[k.lowered_name]];
-      if (!lowered.empty()) k.signature = detail::parse_probe(detail::demangle(lowered));
-    }
+  // More compiles only where needed (signature_split.cpp): for probes too long to demangle, and for
+  // kernels the scan could not name (macros, say); those whose types cannot be spelled back in
+  // source keep no signature.
+  const detail::LowerNames lower = [&](const std::vector<std::string>& more) {
+    Pass again = run_pass(probed_source + detail::split_probe_source(), options, nvrtc_options, more, false, false);
+    return again.ok ? std::optional(std::move(again.lowered)) : std::nullopt;
+  };
+  std::vector<std::optional<Signature>> read = detail::read_signatures(probed_types, pass.lowered, lower);
+  for (std::size_t i = 0; i < probed.size(); ++i) program->kernels[probed[i]].signature = std::move(read[i]);
+  if (!missing.empty()) {
+    read = detail::read_signatures(missing_types, {}, lower);
+    for (std::size_t i = 0; i < missing.size(); ++i) program->kernels[missing[i]].signature = std::move(read[i]);
   }
   return program;
 }

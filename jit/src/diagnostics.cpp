@@ -14,7 +14,8 @@ CompileError::CompileError(Details details)
 namespace detail {
 namespace {
 
-// "file(12): error: message", "file(3): catastrophic error: message", "file(5): error #20: message".
+// "file(12): error: message", "file(3): catastrophic error: message", "file(5): error #20: message",
+// and the code generator's "file(1): Error: Formal parameter space overflowed (...) in function k".
 // Returns false for anything else.
 bool located_error(std::string_view line, std::string& file, int& number, std::string& message) {
   std::size_t close = line.find("): ");
@@ -30,7 +31,7 @@ bool located_error(std::string_view line, std::string& file, int& number, std::s
   }
   std::string_view rest = line.substr(close + 3);
   if (rest.substr(0, 13) == "catastrophic ") rest.remove_prefix(13);
-  if (rest.substr(0, 5) != "error") return false;
+  if (rest.substr(0, 5) != "error" && rest.substr(0, 7) != "Error: ") return false;
   std::size_t colon = rest.find(": ");
   if (colon == std::string_view::npos) return false;
   file = std::string(line.substr(0, open));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,8 +31,11 @@ std::vector<KernelCandidate> scan_kernels(std::string_view source);
 // Source appended to every program: a variable template whose lowered name spells a function
 // pointer type and the size and alignment of each parameter.
 extern const char* const kProbeSource;
-// The name expression asking for the layout of the kernel named by `expression`.
-std::string probe_expression(std::string_view kernel_expression);
+// The function pointer type of the kernel named by `expression`, as source: "decltype(&scale)".
+std::string kernel_pointer_type(std::string_view kernel_expression);
+// The name expression asking for the layout of a kernel of `function_type` ("decltype(&scale)",
+// "void (*)(float*, int)"): "__jitbridge_sig<decltype(&scale)>::layout".
+std::string whole_probe(std::string_view function_type);
 // Parses the demangled probe instance, e.g.
 // "__jitbridge_layout<void (*)(float const*, int), 8ull, 4ull, 8ull, 4ull>".
 // Returns nullopt when the probe says "not a function" (its primary template).
@@ -40,8 +44,41 @@ std::optional<Signature> parse_probe(std::string_view demangled);
 std::vector<std::string> split_top_level(std::string_view list);
 // Builds one Param (size/align left 0) from a printed type such as "float const*".
 Param parse_param(std::string_view spelling);
-// Itanium demangling; returns the input unchanged when it is not a mangled name.
+// Itanium demangling (the C++ runtime's __cxa_demangle); nullopt when it refuses the name: not a
+// mangled name, or (libstdc++) one longer than 1024 characters (see signature_split.cpp).
+std::optional<std::string> demangled(const std::string& mangled);
+// demangled(), or the input unchanged.
 std::string demangle(const std::string& mangled);
+
+// ---- signature_split.cpp: probes whose names are too long for the demangler -----------------
+// libstdc++'s __cxa_demangle refuses any name longer than 1024 characters (its guard against deep
+// recursion on hostile names, GCC PR 87675, counts 2 components per character against a limit of
+// 2048), and a probe name takes about 17 characters per int parameter: 59 int parameters exceed it.
+// Such a kernel is probed again by parts: kProbeChunk parameters per name, then one parameter per
+// name for parts still too long.
+inline constexpr std::size_t kProbeChunk = 16;
+// The templates the part probes need (appended after kProbeSource, only to the compiles that ask them).
+const std::string& split_probe_source();
+// The name expressions for parameters [16 * chunk, 16 * chunk + 16) (fewer at the end), and for
+// parameter `index` alone, of a kernel of `function_type`: whole_probe() of a shorter function type.
+std::string chunk_probe(std::string_view function_type, std::size_t chunk);
+std::string param_probe(std::string_view function_type, std::size_t index);
+// How many parameters a probe's lowered (mangled) name covers, read off the layout values that close
+// it (4 per parameter, each "Ly<digits>E"); nullopt when `mangled` is no probe name of that form.
+std::optional<std::size_t> probe_parameter_count(std::string_view mangled);
+// Compiles the program again with these name expressions; their lowered names, or nullopt when that
+// compile failed.
+using LowerNames =
+    std::function<std::optional<std::map<std::string, std::string>>(const std::vector<std::string>& expressions)>;
+// The signatures of kernels of `function_types` (whole_probe's argument): each from its whole probe's
+// lowered name when `lowered_so_far` has it (a compile already run) and it demangles; else through
+// `lower`, once per round for all kernels: whole probes not yet compiled, then chunks, then single
+// parameters. nullopt for a kernel: the probe says it is no function, NVRTC gave no lowered name,
+// a compile of `lower` failed, or one parameter's type alone is too long to demangle. At most three
+// calls of `lower`. Throws std::runtime_error for a probe name of an unexpected form.
+std::vector<std::optional<Signature>> read_signatures(const std::vector<std::string>& function_types,
+                                                      const std::map<std::string, std::string>& lowered_so_far,
+                                                      const LowerNames& lower);
 
 // ---- resources.cpp: ptxas -v lines ---------------------------------------------------------
 // Per lowered kernel name, what ptxas printed. Non-resource lines are returned in `rest`.

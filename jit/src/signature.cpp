@@ -48,11 +48,15 @@ template <class... __jitbridge_A> struct __jitbridge_sig<void (*)(__jitbridge_A.
 };
 )";
 
-std::string probe_expression(std::string_view kernel_expression) {
+std::string kernel_pointer_type(std::string_view kernel_expression) {
   while (!kernel_expression.empty() &&
          (kernel_expression.front() == '&' || kernel_expression.front() == ' '))
     kernel_expression.remove_prefix(1);
-  return fmt::format("__jitbridge_sig<decltype(&{})>::layout", kernel_expression);
+  return fmt::format("decltype(&{})", kernel_expression);
+}
+
+std::string whole_probe(std::string_view function_type) {
+  return fmt::format("__jitbridge_sig<{}>::layout", function_type);
 }
 
 namespace {
@@ -145,12 +149,15 @@ std::optional<Signature> parse_probe(std::string_view demangled) {
   return sig;
 }
 
-std::string demangle(const std::string& mangled) {
+std::optional<std::string> demangled(const std::string& mangled) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> out(
       abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), std::free);
-  return status == 0 && out ? std::string(out.get()) : mangled;
+  if (status != 0 || !out) return std::nullopt;
+  return std::string(out.get());
 }
+
+std::string demangle(const std::string& mangled) { return demangled(mangled).value_or(mangled); }
 
 }  // namespace detail
 }  // namespace jitbridge

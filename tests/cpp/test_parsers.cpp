@@ -158,6 +158,19 @@ TEST_CASE("diagnostics: an error at the end of the source points at what its not
   CHECK(other.message == "fatal: an error we do not know");  // the first line that mentions an error
 }
 
+TEST_CASE("parse_diagnostics locates the code generator's capitalised errors") {
+  auto d = parse_diagnostics(
+      "k.cu(3): Error: Formal parameter space overflowed (32768 bytes required, max 32764 bytes allowed) in "
+      "function k\n",
+      "// x\nstruct Big { char b[32768]; };\nextern \"C\" __global__ void k(Big b) {}\n", "k.cu",
+      {{"k", 3, false, ""}});
+  CHECK(d.file == "k.cu");
+  CHECK(d.line == 3);
+  CHECK(d.kernel == "k");
+  CHECK(d.message == "Formal parameter space overflowed (32768 bytes required, max 32764 bytes allowed) in function k");
+  CHECK(parse_diagnostics("k.cu(3): Errors: 2\n", "", "k.cu", {}).line == 0);  // only "Error: " is one
+}
+
 TEST_CASE("diagnostics: line numbers past int and a bare 'catastrophic' are not located errors (fuzz findings)") {
   // Both used to be undefined behaviour: a signed overflow, and remove_prefix past the end.
   auto big = parse_diagnostics("k.cu(99999999999): error: x", "", "k.cu", {});

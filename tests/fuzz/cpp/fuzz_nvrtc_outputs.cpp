@@ -53,6 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     case 4:
       robust("demangle", [&] { (void)detail::demangle(std::string(in)); });
+      robust("probe_parameter_count", [&] { (void)detail::probe_parameter_count(in); });
       robust("split_top_level", [&] { (void)detail::split_top_level(in); });
       robust("parse_param", [&] { (void)detail::parse_param(in); });
       break;
