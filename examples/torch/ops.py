@@ -176,7 +176,7 @@ def row_blocks(x):
 def reduced_apart(x):
     """1 when bias_gelu_bwd's row-block sums need bias_grad_reduce (several row blocks, or none: then it writes
     zeros), 0 with exactly one row block, whose sums are grad_bias (one launch and no scratch for small inputs)."""
-    return jt.minimum(1, jt.maximum(row_blocks(x) - 1, 1 - row_blocks(x)))
+    return jt.where(row_blocks(x) == 1, 0, 1)
 
 
 # ValueError unless bias is 1-D and matches x's last dimension (also runs on fake tensors).
