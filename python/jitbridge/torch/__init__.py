@@ -303,7 +303,7 @@ def _register_custom_op(spec):
                                          f"({_native_reason}): write the rule as an expression, or choose another "
                                          f"name")
             current.runner = _register_native(native, redeclared=True)
-    _show_runner(torch, current.op, current.runner)
+    _show_runner(current.op, current.runner)
     current.forward, current.forward_fake = forward, forward_fake
     if spec.backward is not None:
         current.backward, current.backward_fake, current.autograd = backward, backward_fake, autograd
@@ -364,7 +364,7 @@ _native_reason = None  # why the last _native_plan() gave None
 _OP_CLASSES = {}       # torch's OpOverload class -> its subclass whose repr names the runner
 
 
-def _show_runner(torch, op, runner):
+def _show_runner(op, runner):
     """Makes ``op`` (the OpOverload custom_op returns) say its runner: the attribute ``jitbridge_runner`` and one
     more clause in its repr, through a subclass of OpOverload that adds only ``__repr__`` (isinstance checks, and
     everything else torch.compile and the dispatcher read, are unchanged)."""
