@@ -223,6 +223,24 @@ void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& v, std::str
   fill_layout(v, t.shape, static_cast<std::size_t>(t.ndim), t.strides, false, arg, kNullData);
 }
 
+bool plain_dltensor(const DLTensor& t) noexcept {
+  // fill_from_dltensor's checks and rules 1 to 5 with strides NULL (check_layout's contiguous case), as one test.
+  if (t.strides || t.ndim < 0 || static_cast<std::size_t>(t.ndim) > kMaxNdim || (t.ndim > 0 && !t.shape) ||
+      t.dtype.lanes == 0 || t.dtype.bits == 0)
+    return false;
+  std::int64_t bytes = extent_item(t.dtype);
+  bool empty = false;
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    const std::int64_t n = t.shape[i];
+    if (n < 0) return false;
+    if (n == 0) empty = true;
+    else if (!checked::mul(bytes, n, bytes)) return false;
+  }
+  std::uintptr_t first = 0, last = 0;
+  if (!checked::add(reinterpret_cast<std::uintptr_t>(t.data), t.byte_offset, first)) return false;
+  return empty || (t.data && checked::add(first, bytes - 1, last));
+}
+
 ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner, std::string_view arg) {
   ArrayView v;
   fill_from_dltensor(t, readonly, v, arg);

@@ -178,6 +178,11 @@ ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<v
 // way). view.owner is reset; set it afterwards if the view must own something.
 void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& view, std::string_view arg);
 
+// Whether fill_from_dltensor accepts `t` as C-contiguous (strides NULL): true exactly when it would fill a view
+// without throwing and with strides NULL, so a caller that reads only a view's address, device, dtype and
+// readonly (the C interface's launch) may skip filling shape and strides. Never throws.
+bool plain_dltensor(const DLTensor& t) noexcept;
+
 // A view from __cuda_array_interface__ fields already taken out of the dict. `strides_bytes`
 // empty means C-contiguous. Throws InteropError naming `arg`.
 ArrayView view_from_cai(std::uintptr_t ptr, bool readonly, const std::vector<std::int64_t>& shape,
