@@ -41,10 +41,6 @@ namespace {
 constexpr const char* kNullData = "data is NULL but the array is not empty";
 constexpr const char* kStridesOverflow = "the C-contiguous strides of the shape overflow int64";
 
-// Bytes per element for extents (validate_view's `item`): itemsize(), or 1 per element for sub-byte
-// dtypes. bits <= 255 and lanes <= 65535, so this cannot overflow.
-inline std::int64_t extent_item(DLDataType d) { return (std::int64_t{d.bits} * d.lanes + 7) / 8; }
-
 // Rule 1.
 inline void check_dtype(DLDataType d, std::string_view arg) {
   if (d.lanes == 0) fail(InteropError::Kind::value, arg, "dtype has 0 lanes");
@@ -221,24 +217,6 @@ void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& v, std::str
   v.dtype = t.dtype;
   v.readonly = readonly;
   fill_layout(v, t.shape, static_cast<std::size_t>(t.ndim), t.strides, false, arg, kNullData);
-}
-
-bool plain_dltensor(const DLTensor& t) noexcept {
-  // fill_from_dltensor's checks and rules 1 to 5 with strides NULL (check_layout's contiguous case), as one test.
-  if (t.strides || t.ndim < 0 || static_cast<std::size_t>(t.ndim) > kMaxNdim || (t.ndim > 0 && !t.shape) ||
-      t.dtype.lanes == 0 || t.dtype.bits == 0)
-    return false;
-  std::int64_t bytes = extent_item(t.dtype);
-  bool empty = false;
-  for (std::int32_t i = 0; i < t.ndim; ++i) {
-    const std::int64_t n = t.shape[i];
-    if (n < 0) return false;
-    if (n == 0) empty = true;
-    else if (!checked::mul(bytes, n, bytes)) return false;
-  }
-  std::uintptr_t first = 0, last = 0;
-  if (!checked::add(reinterpret_cast<std::uintptr_t>(t.data), t.byte_offset, first)) return false;
-  return empty || (t.data && checked::add(first, bytes - 1, last));
 }
 
 ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<void> owner, std::string_view arg) {

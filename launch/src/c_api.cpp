@@ -296,10 +296,10 @@ void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& functi
   }
 }
 
-// pack_accepted over the C arguments in one pass: each filled (fill_slot) and handed to its acceptor (accept_value).
-// A C-contiguous array (plain_dltensor) gets only the fields the acceptors read (address, device, dtype, readonly):
-// its slot's shape and strides are left stale, so a decline (false) must refill every slot. Throws what fill_slot
-// throws for the first argument it refuses, as the full path would (every earlier argument was filled alike).
+// pack_accepted over the C arguments in one pass: each filled (fill_slot) and handed to its acceptor (accept_value),
+// but a C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) goes to accept_array from its own
+// fields, its slot left as it was, so a decline (false) must refill every slot. Throws what fill_slot throws for the
+// first argument it refuses, as the full path would (every earlier argument was filled alike).
 bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitbridge_arg* args, std::size_t n,
                const Function& function, int device, launch_detail::Slot* slots, unsigned char* space) {
   if (fast.size() != n || bytes > kFastSpaceBytes) return false;
@@ -307,22 +307,16 @@ bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitb
   int used = -1;                 // the arrays' device
   for (std::size_t i = 0; i < n; ++i) {
     const jitbridge_arg& a = args[i];
-    launch_detail::Slot& s = slots[i];
     if (a.kind == JITBRIDGE_ARG_ARRAY && !a.array.strides && plain_array(a.array)) {
-      // Each field from the caller's struct (not through a DLTensor on the stack: its dtype, stored byte by byte and
-      // read as one word, stalled the copy).
+      // Straight to its acceptor, each field from the caller's struct: no slot, no view.
       const jitbridge_array& r = a.array;
-      s.view.data = r.data;
-      s.view.byte_offset = 0;
-      s.view.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
-      s.view.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
-      s.view.readonly = r.readonly != 0;
-      s.value.kind = ArgValue::Kind::array;
-      s.value.array = &s.view;
-    } else {
-      fill_slot(a, i, function, s);
+      if (!accept_array(fast[i], r.data, DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id},
+                        DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes}, r.readonly != 0, used, space))
+        return false;
+      continue;
     }
-    if (!accept_value(fast[i], s.value, used, space)) return false;
+    fill_slot(a, i, function, slots[i]);
+    if (!accept_value(fast[i], slots[i].value, used, space)) return false;
   }
   return used < 0 || used == device;
 }

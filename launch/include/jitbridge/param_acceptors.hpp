@@ -85,6 +85,14 @@ inline bool accept_bytes(const FastParam& p, const void* data, std::size_t n, un
   return true;
 }
 
+// An array (validated; `readonly`: read-only or immutable) for any parameter: accept_pointer when p is a pointer
+// that takes arrays of its mutability.
+[[gnu::always_inline]] inline bool accept_array(const FastParam& p, void* address, DLDevice where, DLDataType dtype,
+                                                bool readonly, int& device, unsigned char* space) noexcept {
+  if (p.kind != FastParam::Kind::pointer || p.size != sizeof(void*) || !p.takes_arrays) return false;
+  if (readonly && !p.pointee_const) return false;
+  return accept_pointer(p, address, where, dtype, device, space);
+}
 // One value for parameter `p` by the acceptor of p's kind (the one dispatch of pack_accepted and the C interface's
 // launch): true when accepted and written at p.offset; `device` as accept_pointer's. Arrays as pack_accepted's.
 [[gnu::always_inline]] inline bool accept_value(const FastParam& p, const ArgValue& v, int& device,
@@ -98,10 +106,9 @@ inline bool accept_bytes(const FastParam& p, const void* data, std::size_t n, un
         accept_null(p, space);
         return true;
       }
-      if (v.kind != K::array || !p.takes_arrays) return false;
+      if (v.kind != K::array) return false;
       const ArrayView& a = *v.array;
-      if ((a.readonly || a.immutable_producer) && !p.pointee_const) return false;
-      return accept_pointer(p, a.ptr(), a.device, a.dtype, device, space);
+      return accept_array(p, a.ptr(), a.device, a.dtype, a.readonly || a.immutable_producer, device, space);
     }
     case FastParam::Kind::integer: return v.kind == K::signed_integer && accept_integer(p, v.i, space);
     case FastParam::Kind::boolean:
