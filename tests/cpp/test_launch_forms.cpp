@@ -163,3 +163,47 @@ TEST_CASE("a kernel with more than kMaxParamPointers parameters: the typed launc
   CHECK(t.f->param_layout()->offsets.size() == kMany + 1);
   check_received(last(t.read), want, false);  // past the stack array's bound: one buffer
 }
+
+TEST_CASE("the typed launch's fast path and its full path pack the same bytes; a declined argument gets the full "
+          "path's error", "[fake_driver]") {
+  const Case t("padded");
+  if (!t.read) return;
+  const Device& dev = *t.dev;
+  CUdeviceptr p = 0;
+  {
+    const ContextGuard context(dev);
+    REQUIRE(driver().cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
+  }
+  Pair s;
+  std::memset(&s, 0, sizeof s);
+  s.c = -1;
+  s.d = -0.25;
+  const auto* pointer = reinterpret_cast<const float*>(p);
+  const std::vector<unsigned char> want =
+      space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(1e300)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
+                 {40, bytes_of(std::int16_t{300})}});
+  // Fast: every argument is one the acceptors take. Full: an unsigned value for `short t` (the acceptors take only
+  // signed ones) sends the launch to pack_all, which converts it.
+  launch(*t.f, dev, one_block(), char{-5}, 1e300, pointer, s, std::int16_t{300});
+  check_received(last(t.read), want, true);
+  const std::vector<unsigned char> want_full =
+      space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(0.5)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
+                 {40, bytes_of(std::int16_t{300})}});
+  launch(*t.f, dev, one_block(), char{-5}, 0.5f, pointer, s, std::uint16_t{300});
+  check_received(last(t.read), want_full, true);
+  launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, std::int16_t{300});  // the same values, fast
+  check_received(last(t.read), want_full, true);
+
+  // Refused: nothing reaches the driver, and the message is pack_all's, naming the argument.
+  const std::uint64_t before = last(t.read).count;
+  const auto* doubles = reinterpret_cast<const double*>(p);
+  CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, doubles, s, std::int16_t{300}),
+                    Catch::Contains("padded") && Catch::Contains("argument 2") && Catch::Contains("float64"));
+  CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, 70000),
+                    Catch::Contains("argument 4") && Catch::Contains("short"));
+  CHECK_THROWS_AS(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s), ArgumentError);  // 4 of 5
+  CHECK(last(t.read).count == before);
+
+  const ContextGuard context(dev);
+  CHECK(driver().cuMemFree(p) == CUDA_SUCCESS);
+}
