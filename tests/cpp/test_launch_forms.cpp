@@ -182,16 +182,16 @@ TEST_CASE("the typed launch's fast path and its full path pack the same bytes; a
   const std::vector<unsigned char> want =
       space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(1e300)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
                  {40, bytes_of(std::int16_t{300})}});
-  // Fast: every argument is one the acceptors take. Full: an unsigned value for `short t` (the acceptors take only
-  // signed ones) sends the launch to pack_all, which converts it.
+  // Fast: every argument is one the acceptors take. Full: a bool for `short t` (the acceptors take only signed
+  // integers there) sends the launch to pack_all, which writes it as 1.
   launch(*t.f, dev, one_block(), char{-5}, 1e300, pointer, s, std::int16_t{300});
   check_received(last(t.read), want, true);
   const std::vector<unsigned char> want_full =
       space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(0.5)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
-                 {40, bytes_of(std::int16_t{300})}});
-  launch(*t.f, dev, one_block(), char{-5}, 0.5f, pointer, s, std::uint16_t{300});
+                 {40, bytes_of(std::int16_t{1})}});
+  launch(*t.f, dev, one_block(), char{-5}, 0.5f, pointer, s, true);
   check_received(last(t.read), want_full, true);
-  launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, std::int16_t{300});  // the same values, fast
+  launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, std::int16_t{1});  // the same values, fast
   check_received(last(t.read), want_full, true);
 
   // Refused: nothing reaches the driver, and the message is pack_all's, naming the argument.
@@ -201,6 +201,8 @@ TEST_CASE("the typed launch's fast path and its full path pack the same bytes; a
                     Catch::Contains("padded") && Catch::Contains("argument 2") && Catch::Contains("float64"));
   CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, 70000),
                     Catch::Contains("argument 4") && Catch::Contains("short"));
+  CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, std::uint16_t{300}),
+                    Catch::Contains("argument 4 (short): 300 does not fit in 'short'"));  // unsigned: never signed
   CHECK_THROWS_AS(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s), ArgumentError);  // 4 of 5
   CHECK(last(t.read).count == before);
 
