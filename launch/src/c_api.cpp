@@ -354,7 +354,7 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
       jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes, layout->offsets.data(), layout->offsets.size()});
       return;
     }
-    // pack_accepted would decline too (pack_fast's rules are its own): straight to the full path.
+    // pack_accepted would decline too (pack_fast applies its rules): straight to the full path.
     for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     thread_local ArgBuffer buffer;
     launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, check_args);
