@@ -114,6 +114,23 @@ void launch_many(const Function& f, const Device& dev, std::index_sequence<I...>
   launch(f, dev, one_block(), 1.5f, static_cast<int>(I * 7 + 1)...);
 }
 
+// 4 KiB of (fake) device memory on `dev`.
+CUdeviceptr alloc_4k(const Device& dev) {
+  const ContextGuard context(dev);
+  CUdeviceptr p = 0;
+  REQUIRE(driver().cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
+  return p;
+}
+
+// A Pair whose own padding is zeros, so that the expected bytes are known.
+Pair pair(char c, double d) {
+  Pair s;
+  std::memset(&s, 0, sizeof s);
+  s.c = c;
+  s.d = d;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, without them one buffer: same bytes",
@@ -121,15 +138,8 @@ TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, wi
   const Case t("padded");
   if (!t.read) return;
   const Device& dev = *t.dev;
-  CUdeviceptr p = 0;
-  {
-    const ContextGuard context(dev);
-    REQUIRE(driver().cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
-  }
-  Pair s;
-  std::memset(&s, 0, sizeof s);  // its own padding: zeros, so that the expected bytes are known
-  s.c = 3;
-  s.d = 4.5;
+  const CUdeviceptr p = alloc_4k(dev);
+  const Pair s = pair(3, 4.5);
   const auto* pointer = reinterpret_cast<const float*>(p);
   // padded(char a @0, double b @8, const float* p @16, Pair s @24, short t @40): 42 bytes, gaps 1-7 and 17-23 in s.
   const std::vector<unsigned char> want =
@@ -169,15 +179,8 @@ TEST_CASE("the typed launch's fast path and its full path pack the same bytes; a
   const Case t("padded");
   if (!t.read) return;
   const Device& dev = *t.dev;
-  CUdeviceptr p = 0;
-  {
-    const ContextGuard context(dev);
-    REQUIRE(driver().cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
-  }
-  Pair s;
-  std::memset(&s, 0, sizeof s);
-  s.c = -1;
-  s.d = -0.25;
+  const CUdeviceptr p = alloc_4k(dev);
+  const Pair s = pair(-1, -0.25);
   const auto* pointer = reinterpret_cast<const float*>(p);
   const std::vector<unsigned char> want =
       space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(1e300)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
