@@ -41,10 +41,6 @@ namespace {
 constexpr const char* kNullData = "data is NULL but the array is not empty";
 constexpr const char* kStridesOverflow = "the C-contiguous strides of the shape overflow int64";
 
-// Bytes per element for extents (validate_view's `item`): itemsize(), or 1 per element for sub-byte
-// dtypes. bits <= 255 and lanes <= 65535, so this cannot overflow.
-inline std::int64_t extent_item(DLDataType d) { return (std::int64_t{d.bits} * d.lanes + 7) / 8; }
-
 // Rule 1.
 inline void check_dtype(DLDataType d, std::string_view arg) {
   if (d.lanes == 0) fail(InteropError::Kind::value, arg, "dtype has 0 lanes");

@@ -238,6 +238,21 @@ int kernel_resolve(jitbridge_kernel* kernel, int device, jitbridge_function** ou
   });
 }
 
+// A C array as the DLTensor it describes (no byte offset).
+DLTensor as_dltensor(const jitbridge_array& r) {
+  DLTensor t{};
+  t.data = r.data;
+  t.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
+  t.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
+  t.ndim = r.ndim;
+  t.shape = const_cast<std::int64_t*>(r.shape);
+  t.strides = const_cast<std::int64_t*>(r.strides);
+  return t;
+}
+
+// plain_dltensor of a C array.
+bool plain_array(const jitbridge_array& r) { return plain_dltensor(as_dltensor(r)); }
+
 // One C argument as the packer takes it. Arrays are validated as every view the Python path makes.
 void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& function, launch_detail::Slot& s) {
   ArgValue& v = s.value;
@@ -245,15 +260,8 @@ void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& functi
     case JITBRIDGE_ARG_ARRAY: {
       // Read as the DLPack path reads a DLTensor (fill_from_dltensor: the one layout reader, validated).
       const jitbridge_array& r = a.array;
-      DLTensor t{};
-      t.data = r.data;
-      t.device = DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id};
-      t.dtype = DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes};
-      t.ndim = r.ndim;
-      t.shape = const_cast<std::int64_t*>(r.shape);
-      t.strides = const_cast<std::int64_t*>(r.strides);
       try {
-        fill_from_dltensor(t, r.readonly != 0, s.view, "");
+        fill_from_dltensor(as_dltensor(r), r.readonly != 0, s.view, "");
       } catch (const InteropError& e) {
         throw InteropError(e.kind(), fmt::format("{}: argument {}: {}", function.name(), index, e.what()));
       }
@@ -288,6 +296,31 @@ void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& functi
   }
 }
 
+// pack_accepted over the C arguments in one pass: each filled (fill_slot) and handed to its acceptor (accept_value),
+// but a C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) goes to accept_array from its own
+// fields, its slot left as it was, so a decline (false) must refill every slot. Throws what fill_slot throws for the
+// first argument it refuses, as the full path would (every earlier argument was filled alike).
+bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitbridge_arg* args, std::size_t n,
+               const Function& function, int device, launch_detail::Slot* slots, unsigned char* space) {
+  if (fast.size() != n || bytes > kFastSpaceBytes) return false;
+  std::memset(space, 0, bytes);  // the padding between parameters passes as zeros, never stack garbage
+  int used = -1;                 // the arrays' device
+  for (std::size_t i = 0; i < n; ++i) {
+    const jitbridge_arg& a = args[i];
+    if (a.kind == JITBRIDGE_ARG_ARRAY && !a.array.strides && plain_array(a.array)) {
+      // Straight to its acceptor, each field from the caller's struct: no slot, no view.
+      const jitbridge_array& r = a.array;
+      if (!accept_array(fast[i], r.data, DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id},
+                        DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes}, r.readonly != 0, used, space))
+        return false;
+      continue;
+    }
+    fill_slot(a, i, function, slots[i]);
+    if (!accept_value(fast[i], slots[i].value, used, space)) return false;
+  }
+  return used < 0 || used == device;
+}
+
 int launch(const jitbridge_function* function, const jitbridge_launch_config* config, const jitbridge_arg* args,
            std::size_t n_args, std::uint32_t flags) {
   if (!function) return null_argument("launch", "function");
@@ -311,17 +344,18 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     // The thread's slots, reused (never shrink): nothing is constructed per launch.
     thread_local std::vector<launch_detail::Slot> slots(8);
     if (slots.size() < n_args) slots.resize(n_args);
-    for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     const bool check_args = (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0;
-    // The plan's acceptors first (the values are those pack_all takes); any decline: the full path decides.
+    // The plan's acceptors, each argument filled and accepted in one pass; any decline: the full path decides.
     alignas(16) unsigned char space[kFastSpaceBytes];
     const ParamLayout* layout = resolved.plan ? resolved.plan->layout() : nullptr;
-    if (layout && pack_accepted(resolved.plan->fast(check_args), layout->bytes, &slots[0].value,
-                                sizeof(launch_detail::Slot), n_args, device.ordinal(), space)) {
+    if (layout && pack_fast(resolved.plan->fast(check_args), layout->bytes, args, n_args, f, device.ordinal(),
+                            slots.data(), space)) {
       validate_launch_memo(f, c, device);
       jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes, layout->offsets.data(), layout->offsets.size()});
       return;
     }
+    // pack_accepted would decline too (pack_fast applies its rules): straight to the full path.
+    for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     thread_local ArgBuffer buffer;
     launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, check_args);
     validate_launch_memo(f, c, device);

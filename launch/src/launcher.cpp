@@ -189,7 +189,7 @@ void launch(const Function& function, const LaunchConfig& config, const Device& 
   launch_with(function, config, device, params, nullptr);
 }
 
-void launch(const Function& function, const LaunchConfig& config, const Device& device, ParamBytes bytes) {
+void launch(const Function& function, const LaunchConfig& config, const Device& device, const ParamBytes& bytes) {
   if (bytes.size == 0) return launch_with(function, config, device, nullptr, nullptr);
   auto* space = static_cast<unsigned char*>(const_cast<void*>(bytes.data));
   if (bytes.offsets && bytes.count <= kMaxParamPointers) {

@@ -134,6 +134,7 @@ Function::Function(std::shared_ptr<const Module> module, CUkernel kernel, std::s
   plan_ = plan_signature(sig);
   plan_unchecked_ = unchecked_plan(plan_);
   layout_ = jitbridge::param_layout(sig);
+  if (layout_) fast_ = fast_params(sig, plan_, *layout_);
   if (!driver().cuKernelGetParamInfo) return;
   const std::vector<std::size_t> offsets = jitbridge::param_offsets(sig);
   const std::vector<std::size_t>& sizes = param_sizes();

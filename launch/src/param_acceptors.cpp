@@ -45,38 +45,9 @@ bool pack_accepted(const std::vector<FastParam>& fast, std::size_t bytes, const 
   if (fast.size() != n || bytes > kFastSpaceBytes) return false;
   std::memset(space, 0, bytes);  // the padding between parameters passes as zeros, never stack garbage
   int used = -1;                 // the arrays' device
-  using K = ArgValue::Kind;
   for (std::size_t i = 0; i < n; ++i) {
     const ArgValue& v = *reinterpret_cast<const ArgValue*>(reinterpret_cast<const char*>(values) + i * stride);
-    const FastParam& p = fast[i];
-    switch (p.kind) {
-      case FastParam::Kind::none: return false;
-      case FastParam::Kind::pointer: {
-        if (p.size != sizeof(void*)) return false;  // a damaged signature: the full path refuses it
-        if (v.kind == K::null_pointer) {
-          accept_null(p, space);
-          break;
-        }
-        if (v.kind != K::array || !p.takes_arrays) return false;
-        const ArrayView& a = *v.array;
-        if ((a.readonly || a.immutable_producer) && !p.pointee_const) return false;
-        if (!accept_pointer(p, a.ptr(), a.device, a.dtype, used, space)) return false;
-        break;
-      }
-      case FastParam::Kind::integer:
-        if (v.kind != K::signed_integer || !accept_integer(p, v.i, space)) return false;
-        break;
-      case FastParam::Kind::boolean:
-        if (v.kind != K::boolean) return false;
-        accept_boolean(p, v.i != 0, space);
-        break;
-      case FastParam::Kind::floating:
-        if (v.kind != K::floating || v.float_bits != 64 || !accept_floating(p, v.f, space)) return false;
-        break;
-      case FastParam::Kind::bytes_only:
-        if (v.kind != K::bytes || !accept_bytes(p, v.data, v.size, space)) return false;
-        break;
-    }
+    if (!accept_value(fast[i], v, used, space)) return false;
   }
   return used < 0 || used == device;
 }

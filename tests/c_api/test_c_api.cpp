@@ -301,6 +301,50 @@ TEST_CASE("c_api: bad arguments are refused with the Python API's messages, nami
   CHECK(c_api().launch(f, &big, args, 4, 0) == JITBRIDGE_ERROR_VERSION);
 }
 
+TEST_CASE("c_api: the one-pass fast path packs and refuses as the full path, strided and 2-d arrays too") {
+  Kernel saxpy("saxpy");
+  jitbridge_function* f = nullptr;
+  REQUIRE(c_api().kernel_resolve(saxpy.k, 0, &f) == JITBRIDGE_OK);
+  void* mem = reinterpret_cast<void*>(std::uintptr_t{0x7f0000100000});
+  void* other = reinterpret_cast<void*>(std::uintptr_t{0x7f0000200000});
+  const std::int64_t shape[1] = {16}, shape2[2] = {4, 4}, strides[1] = {2}, negative[1] = {-1};
+  const jitbridge_launch_config c = config(1, 32);
+  auto run = [&](jitbridge_arg a, jitbridge_arg x, jitbridge_arg y, jitbridge_arg n) {
+    const jitbridge_arg args[4] = {a, x, y, n};
+    return c_api().launch(f, &c, args, 4, 0);
+  };
+  const jitbridge_arg a = number(JITBRIDGE_ARG_FLOAT, 1.0), n = number(JITBRIDGE_ARG_INT, 0, 16);
+  jitbridge_arg strided = array(other, 2, 32, shape, 1);
+  strided.array.strides = strides;
+  // Accepted alike: plain arrays (shape only), a strided one (filled in full), a 2-d one; then the full path (a C
+  // int64 for `a`) with the slots the fast path left.
+  for (const jitbridge_arg& y : {array(other, 2, 32, shape, 1), strided, array(other, 2, 32, shape2, 2)}) {
+    REQUIRE(run(a, array(mem, 2, 32, shape, 1), y, n) == JITBRIDGE_OK);
+    const jitbridge_test::SaxpyParams fast = jitbridge_test::saxpy_params(last_launch());
+    REQUIRE(run(number(JITBRIDGE_ARG_INT, 0, 1), array(mem, 2, 32, shape, 1), y, n) == JITBRIDGE_OK);
+    const jitbridge_test::SaxpyParams full = jitbridge_test::saxpy_params(last_launch());
+    CHECK((fast.a == 1.0f && full.a == 1.0f));
+    CHECK((fast.x == reinterpret_cast<std::uint64_t>(mem) && full.x == fast.x));
+    CHECK((fast.y == reinterpret_cast<std::uint64_t>(other) && full.y == fast.y));
+    CHECK((fast.n == 16 && full.n == 16));
+  }
+  // The first refused argument decides, whichever path finds it: a bad array after a declined `a` (full path)
+  // and after an accepted one (refused inside the fast pass) gives the same message.
+  const std::uint64_t before = last_launch().count;
+  std::string messages[2];
+  int i = 0;
+  for (const jitbridge_arg& first : {number(JITBRIDGE_ARG_INT, 0, 1), a}) {
+    CHECK(run(first, array(mem, 2, 32, shape, 1), array(other, 2, 32, negative, 1), n) == JITBRIDGE_ERROR_VALUE);
+    messages[i++] = message();
+  }
+  CHECK_THAT(messages[0], Catch::Contains("saxpy: argument 2") && Catch::Contains("shape[0] is negative (-1)"));
+  CHECK(messages[1] == messages[0]);
+  // An array refused after an argument the fast path declines (a float64 array for float*): the array's error.
+  CHECK(run(a, array(mem, 2, 64, shape, 1), array(nullptr, 2, 32, shape, 1), n) == JITBRIDGE_ERROR_VALUE);
+  CHECK_THAT(message(), Catch::Contains("saxpy: argument 2") && Catch::Contains("data is NULL"));
+  CHECK(last_launch().count == before);
+}
+
 TEST_CASE("c_api: tensor views and vector pointers are checked by shape, from C too") {
   Kernel views("views"), scale("scale");
   jitbridge_function* f = nullptr;

@@ -315,3 +315,48 @@ TEST_CASE("validate_view decides for hand-built views; measuring an unchecked on
   CHECK_NOTHROW(v.size());
   CHECK_THROWS_AS(v.nbytes(), InteropError);  // 2**61 float32 elements are 2**63 bytes
 }
+
+TEST_CASE("plain_dltensor is true exactly when fill_from_dltensor accepts the tensor with NULL strides") {
+  // Edge values for every field the rules read, combined by a fixed pseudo-random sequence (xorshift64).
+  const std::int64_t extents[] = {0, 1, 2, 3, -1, INT32_MAX, std::int64_t{1} << 31, std::int64_t{1} << 40,
+                                  INT64_MAX / 4, INT64_MAX, INT64_MIN};
+  const std::int32_t ndims[] = {-1, 0, 1, 2, 3, 4, 64, 65};
+  const std::uintptr_t datas[] = {0, 0x1000, UINTPTR_MAX - 15, UINTPTR_MAX, UINTPTR_MAX / 2};
+  const std::uint64_t offsets[] = {0, 8, 16, UINT64_MAX - 3, UINT64_MAX / 2};
+  const DLDataType dtypes[] = {{kDLFloat, 32, 1}, {kDLFloat, 0, 1}, {kDLFloat, 32, 0}, {kDLInt, 1, 1},
+                               {kDLFloat, 255, 65535}, {kDLInt, 8, 4}};
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&](std::size_t n) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<std::size_t>(state % n);
+  };
+  std::vector<std::int64_t> shape(64);
+  int accepted = 0, refused = 0;
+  for (int round = 0; round < 20000; ++round) {
+    DLTensor t{};
+    t.ndim = ndims[next(std::size(ndims))];
+    for (auto& e : shape) e = next(3) ? extents[next(4)] : extents[next(std::size(extents))];  // mostly small
+    t.shape = next(16) ? shape.data() : nullptr;
+    t.data = reinterpret_cast<void*>(datas[next(std::size(datas))]);
+    t.byte_offset = offsets[next(std::size(offsets))];
+    t.dtype = dtypes[next(std::size(dtypes))];
+    t.device = {kDLCUDA, 0};
+    bool fills = true;
+    ArrayView v;
+    try {
+      fill_from_dltensor(t, false, v, "x");
+    } catch (const InteropError&) {
+      fills = false;
+    }
+    INFO("round " << round << " ndim " << t.ndim << " data " << t.data << " offset " << t.byte_offset);
+    CHECK(plain_dltensor(t) == fills);
+    (fills ? accepted : refused)++;
+    std::int64_t strides[64] = {};
+    t.strides = strides;  // strides given: never plain (fill_from_dltensor reads them)
+    CHECK_FALSE(plain_dltensor(t));
+  }
+  CHECK(accepted > 1000);  // both outcomes are exercised
+  CHECK(refused > 1000);
+}

@@ -114,6 +114,23 @@ void launch_many(const Function& f, const Device& dev, std::index_sequence<I...>
   launch(f, dev, one_block(), 1.5f, static_cast<int>(I * 7 + 1)...);
 }
 
+// 4 KiB of (fake) device memory on `dev`.
+CUdeviceptr alloc_4k(const Device& dev) {
+  const ContextGuard context(dev);
+  CUdeviceptr p = 0;
+  REQUIRE(driver().cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
+  return p;
+}
+
+// A Pair whose own padding is zeros, so that the expected bytes are known.
+Pair pair(char c, double d) {
+  Pair s;
+  std::memset(&s, 0, sizeof s);
+  s.c = c;
+  s.d = d;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, without them one buffer: same bytes",
@@ -121,15 +138,8 @@ TEST_CASE("the typed launch passes kernelParams; ParamBytes with offsets too, wi
   const Case t("padded");
   if (!t.read) return;
   const Device& dev = *t.dev;
-  CUdeviceptr p = 0;
-  {
-    const ContextGuard context(dev);
-    REQUIRE(driver().cuMemAlloc(&p, 4096) == CUDA_SUCCESS);
-  }
-  Pair s;
-  std::memset(&s, 0, sizeof s);  // its own padding: zeros, so that the expected bytes are known
-  s.c = 3;
-  s.d = 4.5;
+  const CUdeviceptr p = alloc_4k(dev);
+  const Pair s = pair(3, 4.5);
   const auto* pointer = reinterpret_cast<const float*>(p);
   // padded(char a @0, double b @8, const float* p @16, Pair s @24, short t @40): 42 bytes, gaps 1-7 and 17-23 in s.
   const std::vector<unsigned char> want =
@@ -162,4 +172,43 @@ TEST_CASE("a kernel with more than kMaxParamPointers parameters: the typed launc
   launch_space(*t.f, *t.dev, want);  // (it REQUIREs the layout)
   CHECK(t.f->param_layout()->offsets.size() == kMany + 1);
   check_received(last(t.read), want, false);  // past the stack array's bound: one buffer
+}
+
+TEST_CASE("the typed launch's fast path and its full path pack the same bytes; a declined argument gets the full "
+          "path's error", "[fake_driver]") {
+  const Case t("padded");
+  if (!t.read) return;
+  const Device& dev = *t.dev;
+  const CUdeviceptr p = alloc_4k(dev);
+  const Pair s = pair(-1, -0.25);
+  const auto* pointer = reinterpret_cast<const float*>(p);
+  const std::vector<unsigned char> want =
+      space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(1e300)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
+                 {40, bytes_of(std::int16_t{300})}});
+  // Fast: every argument is one the acceptors take. Full: a bool for `short t` (the acceptors take only signed
+  // integers there) sends the launch to pack_all, which writes it as 1.
+  launch(*t.f, dev, one_block(), char{-5}, 1e300, pointer, s, std::int16_t{300});
+  check_received(last(t.read), want, true);
+  const std::vector<unsigned char> want_full =
+      space(42, {{0, bytes_of(char{-5})}, {8, bytes_of(0.5)}, {16, bytes_of(pointer)}, {24, bytes_of(s)},
+                 {40, bytes_of(std::int16_t{1})}});
+  launch(*t.f, dev, one_block(), char{-5}, 0.5f, pointer, s, true);
+  check_received(last(t.read), want_full, true);
+  launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, std::int16_t{1});  // the same values, fast
+  check_received(last(t.read), want_full, true);
+
+  // Refused: nothing reaches the driver, and the message is pack_all's, naming the argument.
+  const std::uint64_t before = last(t.read).count;
+  const auto* doubles = reinterpret_cast<const double*>(p);
+  CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, doubles, s, std::int16_t{300}),
+                    Catch::Contains("padded") && Catch::Contains("argument 2") && Catch::Contains("float64"));
+  CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, 70000),
+                    Catch::Contains("argument 4") && Catch::Contains("short"));
+  CHECK_THROWS_WITH(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s, std::uint16_t{300}),
+                    Catch::Contains("argument 4 (short): 300 does not fit in 'short'"));  // unsigned: never signed
+  CHECK_THROWS_AS(launch(*t.f, dev, one_block(), char{-5}, 0.5, pointer, s), ArgumentError);  // 4 of 5
+  CHECK(last(t.read).count == before);
+
+  const ContextGuard context(dev);
+  CHECK(driver().cuMemFree(p) == CUDA_SUCCESS);
 }

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "jitbridge/checked.hpp"
+
 namespace jitbridge {
 
 // Bad array input. kind() says which Python exception it becomes.
@@ -65,6 +67,9 @@ std::optional<DLDataType> fp8_from_descr_name(std::string_view name);
 std::string device_name(DLDevice device);  // "cuda:0", "cpu"
 // Memory a CUDA kernel can address: device memory or managed memory.
 inline bool is_cuda(DLDevice device) { return device.device_type == kDLCUDA || device.device_type == kDLCUDAManaged; }
+// Bytes per element for extents (validate_view's `item`): itemsize(), or 1 per element for sub-byte
+// dtypes. bits <= 255 and lanes <= 65535, so this cannot overflow.
+inline std::int64_t extent_item(DLDataType d) { return (std::int64_t{d.bits} * d.lanes + 7) / 8; }
 
 // ---- dims --------------------------------------------------------------------------------
 // shape/strides storage: inline up to 8 dimensions, so views of ordinary arrays never allocate.
@@ -177,6 +182,28 @@ ArrayView view_from_dltensor(const DLTensor& t, bool readonly, std::shared_ptr<v
 // The same, filling `view` in place (no temporaries: the launch path views every argument this
 // way). view.owner is reset; set it afterwards if the view must own something.
 void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& view, std::string_view arg);
+
+// Whether fill_from_dltensor accepts `t` as C-contiguous (strides NULL): true exactly when it would fill a view
+// without throwing and with strides NULL, so a caller that reads only a view's address, device, dtype and
+// readonly (the C interface's launch) may skip filling shape and strides. Inline (the launch path calls it per
+// array). Never throws.
+inline bool plain_dltensor(const DLTensor& t) noexcept {
+  // fill_from_dltensor's checks and rules 1 to 5 with strides NULL (check_layout's contiguous case), as one test.
+  if (t.strides || t.ndim < 0 || static_cast<std::size_t>(t.ndim) > kMaxNdim || (t.ndim > 0 && !t.shape) ||
+      t.dtype.lanes == 0 || t.dtype.bits == 0)
+    return false;
+  std::int64_t bytes = extent_item(t.dtype);
+  bool empty = false;
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    const std::int64_t n = t.shape[i];
+    if (n < 0) return false;
+    if (n == 0) empty = true;
+    else if (!checked::mul(bytes, n, bytes)) return false;
+  }
+  std::uintptr_t first = 0, last = 0;
+  if (!checked::add(reinterpret_cast<std::uintptr_t>(t.data), t.byte_offset, first)) return false;
+  return empty || (t.data && checked::add(first, bytes - 1, last));
+}
 
 // A view from __cuda_array_interface__ fields already taken out of the dict. `strides_bytes`
 // empty means C-contiguous. Throws InteropError naming `arg`.

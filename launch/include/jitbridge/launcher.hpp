@@ -81,7 +81,7 @@ inline constexpr std::size_t kMaxParamPointers = 32;
 // ParamBytes), or as an ArgBuffer (its pointers(), which point into its parameter space when
 // param_space()). All are read during the call only.
 void launch(const Function& function, const LaunchConfig& config, const Device& device, void** params);
-void launch(const Function& function, const LaunchConfig& config, const Device& device, ParamBytes bytes);
+void launch(const Function& function, const LaunchConfig& config, const Device& device, const ParamBytes& bytes);
 void launch(const Function& function, const LaunchConfig& config, const Device& device, ArgBuffer& packed);
 
 // The kernel launched last on device `ordinal` (for fault reports); "" if none.

@@ -15,6 +15,7 @@
 #include "jitbridge/arguments.hpp"
 #include "jitbridge/device.hpp"
 #include "jitbridge/jit.hpp"
+#include "jitbridge/param_acceptors.hpp"
 
 namespace jitbridge {
 
@@ -66,6 +67,8 @@ class Function {
   const std::vector<ParamPlan>& plan(bool check_args = true) const { return check_args ? plan_ : plan_unchecked_; }
   // The signature's parameter layout (param_layout, worked out once); nullptr without a signature or past the limit.
   const ParamLayout* param_layout() const { return layout_ ? &*layout_ : nullptr; }
+  // The parameters as the typed launch's fast path takes them (fast_params of plan()); empty without a layout.
+  const std::vector<FastParam>& fast() const { return fast_; }
   const Module& module() const { return *module_; }
   // cuKernelGetAttribute on `device`.
   int attribute(CUfunction_attribute attribute, const Device& device) const;
@@ -95,6 +98,7 @@ class Function {
   const Kernel* info_;
   std::vector<ParamPlan> plan_, plan_unchecked_;
   std::optional<ParamLayout> layout_;
+  std::vector<FastParam> fast_;
   void query_params() const;
   mutable std::vector<std::size_t> param_sizes_, param_offsets_;
   mutable bool params_known_ = false;

@@ -85,6 +85,43 @@ inline bool accept_bytes(const FastParam& p, const void* data, std::size_t n, un
   return true;
 }
 
+// An array (validated; `readonly`: read-only or immutable) for any parameter: accept_pointer when p is a pointer
+// that takes arrays of its mutability.
+[[gnu::always_inline]] inline bool accept_array(const FastParam& p, void* address, DLDevice where, DLDataType dtype,
+                                                bool readonly, int& device, unsigned char* space) noexcept {
+  if (p.kind != FastParam::Kind::pointer || p.size != sizeof(void*) || !p.takes_arrays) return false;
+  if (readonly && !p.pointee_const) return false;
+  return accept_pointer(p, address, where, dtype, device, space);
+}
+// One value for parameter `p` by the acceptor of p's kind (the one dispatch of pack_accepted and the C interface's
+// launch): true when accepted and written at p.offset; `device` as accept_pointer's. Arrays as pack_accepted's.
+[[gnu::always_inline]] inline bool accept_value(const FastParam& p, const ArgValue& v, int& device,
+                                                unsigned char* space) noexcept {
+  using K = ArgValue::Kind;
+  switch (p.kind) {
+    case FastParam::Kind::none: return false;
+    case FastParam::Kind::pointer: {
+      if (p.size != sizeof(void*)) return false;  // a damaged signature: the full path refuses it
+      if (v.kind == K::null_pointer) {
+        accept_null(p, space);
+        return true;
+      }
+      if (v.kind != K::array) return false;
+      const ArrayView& a = *v.array;
+      return accept_array(p, a.ptr(), a.device, a.dtype, a.readonly || a.immutable_producer, device, space);
+    }
+    case FastParam::Kind::integer: return v.kind == K::signed_integer && accept_integer(p, v.i, space);
+    case FastParam::Kind::boolean:
+      if (v.kind != K::boolean) return false;
+      accept_boolean(p, v.i != 0, space);
+      return true;
+    case FastParam::Kind::floating:
+      return v.kind == K::floating && v.float_bits == 64 && accept_floating(p, v.f, space);
+    case FastParam::Kind::bytes_only: return v.kind == K::bytes && accept_bytes(p, v.data, v.size, space);
+  }
+  return false;
+}
+
 // Packs values[0..n) (`stride` bytes apart, as pack_values takes them) into `space` (kFastSpaceBytes) with the
 // acceptors alone: `fast` is a plan's fast params (KernelPlan::fast), `bytes` its layout's size (ParamLayout::bytes).
 // True when every value was accepted and the arrays are on `device`: `space`'s first `bytes` are then the parameter

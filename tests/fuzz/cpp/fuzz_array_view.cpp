@@ -63,6 +63,17 @@ void dltensor_case(FuzzedDataProvider& in) {
   t.shape = s.shape_null ? nullptr : s.shape.data();
   t.strides = s.strides_null ? nullptr : s.strides.data();
   const ViewJudgement j = jbfuzz::ref::judge_view(s);
+  // plain_dltensor (the C interface launch's test for C-contiguous arrays) agrees with what the reader does.
+  bool filled = true;
+  try {
+    ArrayView probe;
+    fill_from_dltensor(t, readonly, probe, "x");
+  } catch (const InteropError&) {
+    filled = false;
+  }
+  if (plain_dltensor(t) != (filled && !t.strides))
+    jbfuzz::finding("plain-dltensor", fmt::format("plain_dltensor {} but fill_from_dltensor {} ({})", plain_dltensor(t),
+                                                  filled ? "accepted" : "refused", jbfuzz::describe(s)));
   if (in.ConsumeBool()) {
     jbfuzz::check_view("view_from_dltensor", s, j, readonly, [&] { return view_from_dltensor(t, readonly, nullptr, "x"); });
   } else {
