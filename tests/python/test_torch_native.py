@@ -144,6 +144,7 @@ def test_build_once_then_cached(fake):
     assert record["built"] and os.path.isfile(path) and record["torch"] == "2.11.0+cu130"
     command = builds(fake)[0]
     assert "-Wl,--no-undefined" in command and "-D_GLIBCXX_USE_CXX11_ABI=1" in command
+    assert "-Wl,--exclude-libs,ALL" in command  # a statically linked C++ runtime stays private (check-torch-addon)
     assert f"-isystem {fake.root / 'include'}" in command and "-lc10 -ltorch_cpu" in command
     assert "torch/extension.h" not in Path(native_addon.SOURCE_DIR, "addon.cpp").read_text()
     path2, record2 = native_addon.build(fake.torch, root=str(fake.cache))
@@ -151,7 +152,7 @@ def test_build_once_then_cached(fake):
     assert len(builds(fake)) == 1
 
 
-@pytest.mark.parametrize("change", ["version", "git", "cuda", "abi", "compiler"])
+@pytest.mark.parametrize("change", ["version", "git", "cuda", "abi", "compiler", "flags"])
 def test_cache_key_follows_torch_abi_and_compiler(fake, monkeypatch, change):
     native_addon.build(fake.torch, root=str(fake.cache))
     if change == "version":
@@ -162,6 +163,8 @@ def test_cache_key_follows_torch_abi_and_compiler(fake, monkeypatch, change):
         fake.torch.version.cuda = "12.8"
     elif change == "abi":
         fake.torch._C._GLIBCXX_USE_CXX11_ABI = False
+    elif change == "flags":  # an add-on cached before a change of the command line is not reused
+        monkeypatch.setattr(native_addon, "LINK_FLAGS", native_addon.LINK_FLAGS[:1])
     else:
         monkeypatch.setenv("FAKE_CXX_ID", "fakecc 2.0")
     path, record = native_addon.build(fake.torch, root=str(fake.cache))

@@ -91,16 +91,27 @@ def torch_info(torch):
 
 def build_command(cxx, info, include, source, output):
     """The compiler command line: only the torch headers addon.cpp includes, the two torch libraries it links,
-    and every symbol resolved at link time (-Wl,--no-undefined)."""
-    return [cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-w",
-            f"-D_GLIBCXX_USE_CXX11_ABI={info['abi']}", "-isystem", info["include"], "-I", include, "-I", SOURCE_DIR,
-            source, "-o", output, f"-L{info['lib']}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{info['lib']}",
-            "-Wl,--no-undefined"]
+    and every symbol resolved at link time (-Wl,--no-undefined).
+
+    -Wl,--exclude-libs,ALL keeps whatever a static archive brings private. A compiler that links its C++ runtime
+    statically (the H100 machine's CXX=/opt/gcc/bin/g++ takes its own libstdc++.a) would otherwise export that copy
+    beside torch's libstdc++.so, calls would bind half to one copy and half to the other, and an ostream built by one
+    and formatted by the other crashed (SIGSEGV in std::ostream::_M_insert<long> while a check's message was made).
+    With the dynamic runtime there is no archive and the flag changes nothing."""
+    return [cxx, *COMPILE_FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={info['abi']}", "-isystem", info["include"], "-I",
+            include, "-I", SOURCE_DIR, source, "-o", output, f"-L{info['lib']}", "-lc10", "-ltorch_cpu",
+            f"-Wl,-rpath,{info['lib']}", *LINK_FLAGS]
+
+
+# The fixed flags of build_command; both are part of the cache key, so a change of them rebuilds a cached add-on.
+COMPILE_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-w")
+LINK_FLAGS = ("-Wl,--no-undefined", "-Wl,--exclude-libs,ALL")
 
 
 def cache_key(info, compiler_id, version):
     h = hashlib.sha256()
-    parts = [info["version"], info["git"], info["cuda"], info["abi"], compiler_id, version, sys.platform]
+    parts = [info["version"], info["git"], info["cuda"], info["abi"], compiler_id, version, sys.platform,
+             *COMPILE_FLAGS, *LINK_FLAGS]
     h.update(json.dumps([str(p) for p in parts]).encode())
     for name in SOURCES:
         with open(os.path.join(SOURCE_DIR, name), "rb") as f:
