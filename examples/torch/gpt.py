@@ -262,7 +262,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import jitbridge.torch as jt
     runners = {op._schema.name: jt.runner(op) for op in (fused_bias_gelu, layer_norm, causal_softmax)}
-    for name, r in runners.items():  # the Python runner unless JITBRIDGE_TORCH_NATIVE=auto or 1 (experimental)
+    for name, r in runners.items():  # native unless JITBRIDGE_TORCH_NATIVE=0 or the add-on cannot be built
         print(f"{name}: {r.kind} runner ({r.reason})")
 
     eager_losses, jit_losses = compare_losses(steps=args.steps)

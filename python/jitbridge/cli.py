@@ -229,7 +229,7 @@ def _doctor_report():
 def _torch_native_line(native):
     """doctor's line for the torch add-on (jitbridge.torch's native runner)."""
     if native["mode"] == "off":
-        return ("off (experimental; JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on): ops use the Python runner")
+        return "off (JITBRIDGE_TORCH_NATIVE=0): ops use the Python runner"
     if native["reason"]:
         return f"unavailable: {native['reason']}"
     state = "built" if native["built"] else "not built yet (built at first use, or: python -m jitbridge torch build)"

@@ -244,9 +244,7 @@ def test_fallback_warns_once_and_modes(fake, monkeypatch):
         native_addon.load(fake.torch)
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "0")
     assert native_addon.load(fake.torch) is None and native_addon.mode() == "off"
-    assert native_addon.unavailable_reason().startswith("off: JITBRIDGE_TORCH_NATIVE=0 (auto or 1 turns")
-    monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE")
-    assert native_addon.unavailable_reason().startswith("off: the native runner is experimental")
+    assert native_addon.unavailable_reason() == "off: JITBRIDGE_TORCH_NATIVE=0"
     monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "yes")
     with pytest.raises(native_addon.NativeRunnerError, match="use 0"):
         native_addon.mode()
@@ -269,11 +267,12 @@ def test_a_library_that_does_not_load_falls_back(fake, monkeypatch):
         assert native_addon.load(fake.torch) is None
 
 
-def test_native_runner_is_off_unless_asked_for(monkeypatch):
+def test_native_runner_is_on_unless_turned_off(monkeypatch):
     monkeypatch.delenv("JITBRIDGE_TORCH_NATIVE", raising=False)
-    assert native_addon.mode() == "off"
-    monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", "auto")
     assert native_addon.mode() == "auto"
+    for value, mode in (("", "auto"), ("auto", "auto"), ("0", "off"), ("1", "required")):
+        monkeypatch.setenv("JITBRIDGE_TORCH_NATIVE", value)
+        assert native_addon.mode() == mode
 
 
 def test_doctor_reports_the_add_on(monkeypatch):
@@ -288,7 +287,7 @@ def test_doctor_reports_the_add_on(monkeypatch):
         assert "torch is not installed" in line
     off = subprocess.run([sys.executable, "-m", "jitbridge", "doctor"], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), JITBRIDGE_TORCH_NATIVE="0"))
-    assert "off (experimental; JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on)" in off.stdout
+    assert "off (JITBRIDGE_TORCH_NATIVE=0): ops use the Python runner" in off.stdout
 
 
 def test_checks_become_expressions_and_raise_the_same_error_in_python(kernels):

@@ -8,11 +8,6 @@ import os
 
 import pytest
 
-# The native runner is experimental and off by default: in the H100 GPU suite a process that had declared ops on
-# both runners crashed (SIGSEGV) when a native op got CPU tensors (issue 26). These tests run when asked for.
-if os.environ.get("JITBRIDGE_TEST_TORCH_NATIVE") != "1":
-    pytest.skip("the torch native runner is experimental and off by default (a SIGSEGV seen on the H100 is open, "
-                "issue 26): JITBRIDGE_TEST_TORCH_NATIVE=1 runs these tests", allow_module_level=True)
 torch = pytest.importorskip("torch")
 
 import jitbridge  # noqa: E402

@@ -3,9 +3,8 @@ with a plain C++ compiler command against the installed torch's headers and libr
 directory under a key made of torch's version and build, its C++ ABI flag, the compiler, jitbridge's version and the
 sources; one process builds while the others wait on a file lock; loaded with ctypes.PyDLL (its calls hold the GIL).
 
-Experimental and off by default (unset or 0): on the H100 a process that mixed both runners crashed (SIGSEGV) when
-a native op got CPU tensors (issue 26 is open). JITBRIDGE_TORCH_NATIVE=auto builds it, and a failure warns once (why,
-and how to fix it) and ops use the Python runner; =1 makes any failure an error."""
+JITBRIDGE_TORCH_NATIVE unset (or auto) builds it at first need, and a failure warns once (why, and how to fix it)
+and ops use the Python runner; =0 turns it off; =1 makes any failure an error."""
 
 import ctypes
 import hashlib
@@ -34,12 +33,11 @@ class NativeRunnerError(RuntimeError):
 
 
 def mode():
-    """'off' (JITBRIDGE_TORCH_NATIVE unset, empty or 0: the default while the runner is experimental), 'auto'
-    (=auto) or 'required' (=1)."""
+    """'auto' (JITBRIDGE_TORCH_NATIVE unset, empty or auto: the default), 'off' (=0) or 'required' (=1)."""
     value = os.environ.get("JITBRIDGE_TORCH_NATIVE", "").strip()
-    if value == "auto":
+    if value in ("", "auto"):
         return "auto"
-    if value in ("", "0"):
+    if value == "0":
         return "off"
     if value == "1":
         return "required"
@@ -274,7 +272,7 @@ def load(torch):
         if not _state["warned"]:
             _state["warned"] = True
             warnings.warn(f"jitbridge.torch: the native runner is unavailable, ops use the Python runner (slower "
-                          f"autograd): {_state['reason']}; unset JITBRIDGE_TORCH_NATIVE (or 0) silences this",
+                          f"autograd): {_state['reason']}; JITBRIDGE_TORCH_NATIVE=0 silences this",
                           NativeRunnerWarning, stacklevel=3)
         return None
 
@@ -283,9 +281,7 @@ def unavailable_reason():
     """Why load() gave None (None if it has not been tried or worked)."""
     try:
         if mode() == "off":
-            if os.environ.get("JITBRIDGE_TORCH_NATIVE", "").strip() == "0":
-                return "off: JITBRIDGE_TORCH_NATIVE=0 (auto or 1 turns the experimental native runner on)"
-            return "off: the native runner is experimental (JITBRIDGE_TORCH_NATIVE=auto or 1 turns it on)"
+            return "off: JITBRIDGE_TORCH_NATIVE=0"
     except NativeRunnerError as e:
         return str(e)
     return _state["reason"]
