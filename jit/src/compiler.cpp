@@ -26,7 +26,9 @@ using detail::NvrtcProgram;
 // 5: NVRTC named by its file's identity alone (nvrtc_identity(): located, not loaded), no version.
 // 6: Program::link_input / linked (separate compilation), pointee size/alignment in the probe,
 //    Program::templates, and dependency records with absences (a header that would shadow one read).
-constexpr const char* kKeyVersion = "jitbridge-cache-key-6";
+// 7: signatures of kernels whose probe names pass libstdc++'s 1024-character demangle limit (59+ parameters) are
+//    read by parts; an entry of 6 may hold such a kernel probed as void().
+constexpr const char* kKeyVersion = "jitbridge-cache-key-7";
 
 // `nvrtc` is nvrtc_identity(): which NVRTC file compiles (its version follows from the file).
 // `options` without the std shims; `shims` are the ones the compile gets (std_shims_for), keyed by
