@@ -1,8 +1,9 @@
-"""The launch shortcut's CuPy reader against the full path, without a GPU: a child on the fake driver launches with
-stand-ins of cupy.ndarray (module 'cupy', name 'ndarray'). The shortcut reads data, data.ptr, data.device_id and
-dtype through the data descriptors of their types, resolved once per type version (common/descriptor_reads.cpp); the
-stand-ins keep those fields in slots (C-level descriptors, as CuPy's Cython attributes are) or as plain instance
-attributes (no descriptor: read generally). Each call below is made twice, once on a kernel whose shortcut is learnt
+"""The launch shortcut's CuPy and Numba readers against the full path, without a GPU: a child on the fake driver
+launches with stand-ins of cupy.ndarray (module 'cupy', name 'ndarray') and numba's DeviceNDArray. The shortcut reads
+CuPy's fields (data, data.ptr, data.device_id, dtype) through the data descriptors of their types, resolved once per
+type version (common/descriptor_reads.cpp), and Numba's (stream, gpu_data, dtype) by PyObject_GetAttr; the stand-ins
+keep those fields in slots (C-level descriptors, as CuPy's Cython attributes are) or as plain instance attributes (no
+descriptor: read generally, as Numba's are). Each call below is made twice, once on a kernel whose shortcut is learnt
 and once on a fresh kernel (the full path alone): both must launch the same bytes or raise the same error. Changes to
 the types (a field replaced by a property, a slot's value changed) must be seen by the next call."""
 import pytest
@@ -105,6 +106,53 @@ for slots in (True, False):
     else:
         del Memory.ptr
     results[f"{tag}: pointer type restored"] = launch(learnt, (A(0x7F0000010000), A(0x7F0000040000), 8))
+
+
+def numba_like(slots):
+    class Pointer:   # gpu_data (weakly referenceable: the shortcut remembers its address per object)
+        if slots:
+            __slots__ = ("value", "__weakref__")
+
+        def __init__(self, value):
+            self.value = value
+
+    class DeviceNDArray:
+        if slots:
+            __slots__ = ("gpu_data", "dtype", "shape", "strides", "stream", "__weakref__")
+
+        def __init__(self, ptr, dtype="float32", stream=0):
+            self.gpu_data, self.dtype, self.shape = Pointer(ptr), np.dtype(dtype), (8,)
+            self.strides, self.stream = (np.dtype(dtype).itemsize,), stream
+
+        @property
+        def device_ctypes_pointer(self):
+            return self.gpu_data
+
+    def cai(self):
+        return {"shape": self.shape, "strides": self.strides, "typestr": self.dtype.str,
+                "data": (self.gpu_data.value, False), "version": 3, "stream": None}
+
+    DeviceNDArray.__cuda_array_interface__ = property(cai)
+    DeviceNDArray.__module__ = "numba.cuda.cudadrv.devicearray"
+    DeviceNDArray.__qualname__ = "DeviceNDArray"
+    return DeviceNDArray, Pointer
+
+
+for slots in (True, False):
+    A, Pointer = numba_like(slots)
+    tag = "numba slots" if slots else "numba dict"
+    learnt = jitbridge.RawKernel(SRC, "k", arch="sm_90")
+    launch(learnt, (A(0x7F0000010000), A(0x7F0000020000), 8))   # learns the shortcut
+    both(f"{tag}: arrays", lambda: (A(0x7F0000030000), A(0x7F0000040000), 8))
+    both(f"{tag}: wrong dtype", lambda: (A(0x7F0000030000, "float64"), A(0x7F0000040000), 8))
+    both(f"{tag}: bound to a stream", lambda: (A(0x7F0000030000, stream=7), A(0x7F0000040000), 8))
+    a = A(0x7F0000050000)
+    launch(learnt, (a, A(0x7F0000040000), 8))
+    a.gpu_data = Pointer(0x7F0000060000)
+    results[f"{tag}: field changed"] = launch(learnt, (a, A(0x7F0000040000), 8))
+    p7 = Pointer(0x7F0000070000)
+    A.gpu_data = property(lambda self: p7, lambda self, value: None)
+    results[f"{tag}: type changed"] = launch(learnt, (A(0x7F0000010000), A(0x7F0000040000), 8))
 print(json.dumps(results))
 '''
 
@@ -138,6 +186,24 @@ def test_refusals_after_the_shortcut_are_the_full_paths(results, tag):
         assert r["full"]["error"].startswith("TypeError: k: argument 0") or "argument 0" in r["full"]["error"], r
         assert r["shortcut"] == r["full"], r
         assert r["shortcut"]["launched"] == 0, r
+
+
+@pytest.mark.parametrize("tag", ["numba slots", "numba dict"])
+def test_numba_shortcut_agrees_with_the_full_path(results, tag):
+    r = results[f"{tag}: arrays"]
+    assert r["shortcut"]["shortcut"] == 1 and r["full"]["shortcut"] == 0, r
+    assert r["shortcut"]["params"] == r["full"]["params"], r
+    assert address(r["shortcut"]["params"], 0) == 0x7F0000030000
+    r = results[f"{tag}: wrong dtype"]
+    assert r["full"]["error"] is not None and "float64" in r["full"]["error"], r
+    assert r["shortcut"] == r["full"], r
+    r = results[f"{tag}: bound to a stream"]   # declined by the shortcut; the full path waits for the stream
+    assert r["shortcut"]["error"] is None and r["shortcut"]["shortcut"] == 0, r
+    assert r["shortcut"]["params"] == r["full"]["params"], r
+    for case, want in (("field changed", 0x7F0000060000), ("type changed", 0x7F0000070000)):
+        r = results[f"{tag}: {case}"]
+        assert r["error"] is None and r["launched"] == 1 and r["shortcut"] == 1, (case, r)
+        assert address(r["params"], 0) == want, (case, r)
 
 
 @pytest.mark.parametrize("tag", ["slots", "dict"])
