@@ -372,10 +372,10 @@ static_assert(sizeof(DLDataType) == 4 && offsetof(DLDataType, bits) == 1 && offs
 }
 
 // pack_accepted over the C arguments in one pass, each straight from the caller's struct where it can be: a scalar
-// or NULL by accept_scalar, a C-contiguous array by take_exact_array or else take_plain_array; any other array is filled into its slot
-// (fill_slot: validated, as the full path reads it) and goes to accept_value. A decline (false) leaves the slots as
-// they were: the full path refills them. Throws what fill_slot throws for the first argument it refuses, as the full
-// path would (every earlier argument was accepted, so it filled alike).
+// or NULL by accept_scalar, a C-contiguous array by take_exact_array or else take_plain_array; any other array is
+// filled into its slot (fill_slot: validated, as the full path reads it) and goes to accept_value. A decline (false)
+// leaves the slots as they were: the full path refills them. Throws what fill_slot throws for the first argument it
+// refuses, as the full path would (every earlier argument was accepted, so it filled alike).
 bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitbridge_arg* args, std::size_t n,
                const Function& function, int device, unsigned char* space) {
   if (fast.size() != n || bytes > kFastSpaceBytes) return false;

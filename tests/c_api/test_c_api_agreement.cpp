@@ -95,7 +95,8 @@ TEST_CASE("c_api: the fast path and the full path agree on edge-value arrays in 
   config.block[1] = config.block[2] = 1;
 
   // The usual array per parameter: accepted by it as it is (x const float, y double, v any, c int8, z float).
-  const std::uint8_t usual_dtype[kArrays][2] = {{kDLFloat, 32}, {kDLFloat, 64}, {kDLUInt, 8}, {kDLInt, 8}, {kDLFloat, 32}};
+  const std::uint8_t usual_dtype[kArrays][2] = {
+      {kDLFloat, 32}, {kDLFloat, 64}, {kDLUInt, 8}, {kDLInt, 8}, {kDLFloat, 32}};
   jitbridge_array usual[kArrays] = {};
   for (int i = 0; i < kArrays; ++i) {
     usual[i].data = reinterpret_cast<void*>(std::uintptr_t{0x7f0000100000} + 0x1000 * i);
