@@ -250,9 +250,6 @@ DLTensor as_dltensor(const jitbridge_array& r) {
   return t;
 }
 
-// plain_dltensor of a C array.
-bool plain_array(const jitbridge_array& r) { return plain_dltensor(as_dltensor(r)); }
-
 // One C argument as the packer takes it. Arrays are validated as every view the Python path makes.
 void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& function, launch_detail::Slot& s) {
   ArgValue& v = s.value;
@@ -307,13 +304,13 @@ bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitb
   int used = -1;                 // the arrays' device
   for (std::size_t i = 0; i < n; ++i) {
     const jitbridge_arg& a = args[i];
-    if (a.kind == JITBRIDGE_ARG_ARRAY && !a.array.strides && plain_array(a.array)) {
-      // Straight to its acceptor, each field from the caller's struct: no slot, no view.
-      const jitbridge_array& r = a.array;
-      if (!accept_array(fast[i], r.data, DLDevice{static_cast<DLDeviceType>(r.device_type), r.device_id},
-                        DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes}, r.readonly != 0, used, space))
-        return false;
-      continue;
+    if (a.kind == JITBRIDGE_ARG_ARRAY && !a.array.strides) {
+      // Straight to its acceptor, read as the DLTensor fill_slot reads: no slot, no view.
+      const DLTensor t = as_dltensor(a.array);
+      if (plain_dltensor(t)) {
+        if (!accept_array(fast[i], t.data, t.device, t.dtype, a.array.readonly != 0, used, space)) return false;
+        continue;
+      }
     }
     fill_slot(a, i, function, slots[i]);
     if (!accept_value(fast[i], slots[i].value, used, space)) return false;
