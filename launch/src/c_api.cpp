@@ -251,11 +251,6 @@ DLTensor as_dltensor(const jitbridge_array& r) {
   return t;
 }
 
-// plain_dltensor of a C array (as_dltensor's), from its own fields.
-inline bool plain_array(const jitbridge_array& r) noexcept {
-  return plain_fields(r.data, 0, DLDataType{r.dtype_code, r.dtype_bits, r.dtype_lanes}, r.ndim, r.shape, r.strides);
-}
-
 // One C argument as the packer takes it. Arrays are validated as every view the Python path makes.
 void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& function, launch_detail::Slot& s) {
   ArgValue& v = s.value;
@@ -337,7 +332,7 @@ launch_detail::Slot* thread_slots(std::size_t n) {
 // 1: accepted and written; 0: declined; -1: not plain (the caller fills its slot). Never throws.
 [[gnu::always_inline]] inline int take_plain_array(const FastParam& p, const jitbridge_array& r, int device,
                                                    unsigned char* space) noexcept {
-  if (r.strides || !plain_array(r)) return -1;
+  if (r.strides || !plain_dltensor(as_dltensor(r))) return -1;
   if (p.kind != FastParam::Kind::pointer || p.size != sizeof(void*) || !p.takes_arrays) return 0;
   if (r.readonly && !p.pointee_const) return 0;
   if ((r.device_type != kDLCUDA && r.device_type != kDLCUDAManaged) || r.device_id != device) return 0;

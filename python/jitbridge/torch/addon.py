@@ -1,7 +1,8 @@
 """jitbridge/torch/addon.py — the torch add-on (jitbridge/torch_native/addon.cpp): built at first use in a subprocess
 with a plain C++ compiler command against the installed torch's headers and libraries, cached in jitbridge's cache
-directory under a key made of torch's version and build, its C++ ABI flag, the compiler, jitbridge's version and the
-sources; one process builds while the others wait on a file lock; loaded with ctypes.PyDLL (its calls hold the GIL).
+directory under a key made of torch's version and build, its C++ ABI flag, the compiler and its fixed flags,
+jitbridge's version and the sources; one process builds while the others wait on a file lock; loaded with
+ctypes.PyDLL (its calls hold the GIL).
 
 JITBRIDGE_TORCH_NATIVE unset (or auto) builds it at first need, and a failure warns once (why, and how to fix it)
 and ops use the Python runner; =0 turns it off; =1 makes any failure an error."""
