@@ -1,6 +1,8 @@
 """bench_launch_cpu.py — host time of jitbridge's Python launch path with no GPU: the fake driver of tests/fuzz/fake_cuda
 (its cuLaunchKernel records the launch and returns), arrays of a synthetic DLPack exchange-API framework
-(jitbridge_testing.exchange_api: one in C, as torch has, one calling Python) and of __cuda_array_interface__. What it shows is
+(jitbridge_testing.exchange_api: one in C, as torch has, one calling Python), of __cuda_array_interface__, and stand-ins
+of cupy.ndarray and numba's DeviceNDArray (their module, name and attributes; CuPy's as slots, C-level descriptors as
+its Cython attributes are, Numba's in the instance dict as in Numba). What it shows is
 jitbridge's own cost per launch (the fake driver's share is a few ns), to compare builds on one machine before and
 after a change to the launch path; the GPU goals stay bench_launch.py's. Needs the build tree (bash scripts/setup):
 
@@ -50,11 +52,60 @@ def main():
             self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (32,), "typestr": "<f4", "version": 3,
                                              "strides": None, "stream": None}
 
+    import numpy as np
+
+    class Memory:   # cupy.cuda.MemoryPointer's fields
+        __slots__ = ("ptr", "device_id")
+
+        def __init__(self, ptr):
+            self.ptr, self.device_id = ptr, 0
+
+    class CupyLike:   # cupy.ndarray: module "cupy", name "ndarray", read through its fields (Protocol::cupy_fields)
+        __slots__ = ("data", "dtype", "shape", "strides", "__weakref__")
+
+        def __init__(self, ptr):
+            self.data, self.dtype, self.shape, self.strides = Memory(ptr), np.dtype("float32"), (32,), (4,)
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": self.shape, "strides": self.strides, "typestr": self.dtype.str,
+                    "data": (self.data.ptr, False), "version": 3}
+
+    CupyLike.__module__, CupyLike.__qualname__ = "cupy", "ndarray"
+    # CuPy's current stream is read through the C function CuPy exports (cupy_backends.cuda.stream's __pyx_capi__),
+    # as with CuPy imported: a stand-in module holds one answering CuPy's null stream.
+    import types
+    for name in ("cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.stream"):
+        sys.modules.setdefault(name, types.ModuleType(name))
+    sys.modules["cupy_backends.cuda.stream"].__pyx_capi__ = {"get_stream_ptr": hooks.cupy_stream_capsule()}
+
+    class Pointer:
+        def __init__(self, value):
+            self.value = value
+
+    class NumbaLike:   # numba's DeviceNDArray (Protocol::numba_fields)
+        def __init__(self, ptr):
+            self.dtype, self.shape, self.strides = np.dtype("float32"), (32,), (4,)
+            self.gpu_data, self.stream = Pointer(ptr), 0
+
+        @property
+        def device_ctypes_pointer(self):
+            return self.gpu_data
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"shape": self.shape, "strides": self.strides, "typestr": self.dtype.str,
+                    "data": (self.gpu_data.value, False), "version": 3, "stream": None}
+
+    NumbaLike.__module__, NumbaLike.__qualname__ = "numba.cuda.cudadrv.devicearray", "DeviceNDArray"
+
     k = jitbridge.RawKernel(r"""
 extern "C" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {}""", "k", arch="sm_90")
     ex = [Exchange(0x7F0000010000 + 0x1000 * i, (32,)) for i in range(4)]
     cai = [Cai(0x7F0000020000 + 0x1000 * i) for i in range(4)]
     fx = [Fixed() for _ in range(4)]
+    cp = [CupyLike(0x7F0000030000 + 0x1000 * i) for i in range(4)]
+    nb = [NumbaLike(0x7F0000040000 + 0x1000 * i) for i in range(4)]
     kk = k[1, 32]
     cases = {
         "python loop harness (empty lambda)": lambda: None,
@@ -65,6 +116,8 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, float* d,
         "k((1,), (32,), (None x 4, int)) (the full path, no producer)":
             lambda: k((1,), (32,), (None, None, None, None, 32)),
         "k((1,), (32,), (4 CAI arrays, int))": lambda: k((1,), (32,), (cai[0], cai[1], cai[2], cai[3], 32)),
+        "k((1,), (32,), (4 CuPy-like arrays, int))": lambda: k((1,), (32,), (cp[0], cp[1], cp[2], cp[3], 32)),
+        "k((1,), (32,), (4 Numba-like arrays, int))": lambda: k((1,), (32,), (nb[0], nb[1], nb[2], nb[3], 32)),
         "k((1,), (32,), (4 C exchange-API arrays, int), check_args=False)":
             lambda: k((1,), (32,), (fx[0], fx[1], fx[2], fx[3], 32), check_args=False),
     }

@@ -1,8 +1,9 @@
 // launch_bench.cpp — the floor for bench_launch.py: host time of raw cuLaunchKernel calls from C++ for
 // k(const float*, const float*, float*, float*, int), grid 1 x block 32, on the legacy default stream.
-// Also the same with the parameters as one buffer, jitbridge's typed C++ launch() of the kernel, and a launch through
-// the C interface (jitbridge/c_api.h: checked, as a native add-on launches). The four are timed round-robin, each
-// variant's best round kept. Prints "name microseconds" lines (bench_c_api.py prints the ratios).
+// Also the same with the parameters as one buffer, jitbridge's typed C++ launch() of the kernel, and launches through
+// the C interface (jitbridge/c_api.h: checked, as a native add-on launches), all of one Function (the C interface's
+// kernel_from_source copy, its own module, last). They are timed round-robin, each variant's best round kept.
+// Prints "name microseconds" lines (bench_c_api.py prints the ratios).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "jitbridge/c_api.h"
+#include "jitbridge/c_api.hpp"
 #include "jitbridge/launch.hpp"
 
 using namespace jitbridge;
@@ -28,8 +30,13 @@ int main() {
     CompileOptions o;
     o.arch = dev.arch();
     auto program = compile(kSource, o);
-    auto module = Module::from_program(program);
-    auto function = module->function("k");
+    // One Function for every row (raw, typed, C interface): the kernel's launch plan resolved on device 0, as
+    // kernel_resolve gives it to C, so the rows differ only in how they launch.
+    const Kernel* info = program->find_kernel("k");
+    if (!info) throw std::runtime_error("no kernel k");
+    auto plan = std::make_shared<const KernelPlan>(std::make_shared<const ModuleSet>(program), info->name,
+                                                   info->lowered_name, info);
+    const Function* function = plan->resolved(dev).function.get();
     CUfunction fn = nullptr;
     check(api.cuKernelGetFunction(&fn, function->handle()), "cuKernelGetFunction");
     CUdeviceptr buf[4];
@@ -65,8 +72,10 @@ int main() {
     const float* b = reinterpret_cast<const float*>(buf[1]);
     float* c = reinterpret_cast<float*>(buf[2]);
     float* d = reinterpret_cast<float*>(buf[3]);
-    // The C interface: the kernel compiled again through the cache (a memory hit), resolved on device 0, each array
-    // described as a native add-on would (data, device, dtype, 1-d shape), checked against the signature.
+    // The C interface: a handle over the same plan (as kernel_from_python shares a RawKernel's), resolved on device
+    // 0, each array described as a native add-on would (data, device, dtype, 1-d shape), checked against the
+    // signature. And the kernel compiled again through the cache (a memory hit) by kernel_from_source, its own
+    // module and Function: the last row, to tell the interface's cost from the kernel's.
     char why[256] = "";
     const JitbridgeCApi* capi = jitbridge_c_api_get(JITBRIDGE_C_API_MAJOR, JITBRIDGE_C_API_MINOR, why, sizeof why);
     if (!capi) throw std::runtime_error(why);
@@ -74,10 +83,13 @@ int main() {
     source.struct_size = sizeof source;
     source.source = kSource;
     source.arch = o.arch.c_str();
-    jitbridge_kernel* ck = nullptr;
-    jitbridge_function* cf = nullptr;
+    jitbridge_kernel* ck = c_api::make_kernel(plan);
+    jitbridge_kernel* own = nullptr;
+    jitbridge_function *cf = nullptr, *own_f = nullptr;
     const char* message = nullptr;
-    if (capi->kernel_from_source(&source, "k", &ck) != JITBRIDGE_OK || capi->kernel_resolve(ck, 0, &cf) != JITBRIDGE_OK) {
+    if (capi->kernel_resolve(ck, 0, &cf) != JITBRIDGE_OK ||
+        capi->kernel_from_source(&source, "k", &own) != JITBRIDGE_OK ||
+        capi->kernel_resolve(own, 0, &own_f) != JITBRIDGE_OK) {
       capi->last_error(&message, nullptr);
       throw std::runtime_error(message);
     }
@@ -121,7 +133,13 @@ int main() {
         throw std::runtime_error(message);
       }
     };
-    double raw = 1e30, raw_buffer = 1e30, typed = 1e30, c_api = 1e30, c_api_bare_us = 1e30;
+    auto c_api_own = [&] {
+      if (capi->launch(own_f, &cconfig, cargs, 5, 0) != JITBRIDGE_OK) {
+        capi->last_error(&message, nullptr);
+        throw std::runtime_error(message);
+      }
+    };
+    double raw = 1e30, raw_buffer = 1e30, typed = 1e30, c_api = 1e30, c_api_bare_us = 1e30, c_api_own_us = 1e30;
     for (int round = 0; round < 5; ++round) {
       raw = std::min(raw, time_it([&] {
         check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
@@ -132,12 +150,14 @@ int main() {
       typed = std::min(typed, time_it([&] { launch(*function, dev, config, a, b, c, d, n); }));
       c_api = std::min(c_api, time_it(c_api_launch));
       c_api_bare_us = std::min(c_api_bare_us, time_it(c_api_bare));
+      c_api_own_us = std::min(c_api_own_us, time_it(c_api_own));
     }
     std::printf("raw_culaunchkernel_us %.3f\n", raw);
     std::printf("raw_culaunchkernel_buffer_form_us %.3f\n", raw_buffer);
     std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
     std::printf("jitbridge_c_api_launch_us %.3f\n", c_api);
     std::printf("jitbridge_c_api_launch_bare_pointers_us %.3f\n", c_api_bare_us);
+    std::printf("jitbridge_c_api_launch_own_module_us %.3f\n", c_api_own_us);
     // Where the typed launch's extra time goes: each step alone, in a tight loop (no launch).
     auto step = [&](auto&& one) {
       const int iterations = 200000;
@@ -175,6 +195,7 @@ int main() {
     std::printf("step_cuCtxGetCurrent_us %.4f\n", step([&] { api.cuCtxGetCurrent(&ctx); }));
     std::printf("step_device_get_us %.4f\n", step([&] { (void)Device::get(0); }));
     capi->kernel_release(ck);
+    capi->kernel_release(own);
     for (auto& buffer : buf) api.cuMemFree(buffer);
     return 0;
   } catch (const std::exception& e) {

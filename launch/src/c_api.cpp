@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -293,29 +294,103 @@ void fill_slot(const jitbridge_arg& a, std::size_t index, const Function& functi
   }
 }
 
-// pack_accepted over the C arguments in one pass: each filled (fill_slot) and handed to its acceptor (accept_value),
-// but a C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) goes to accept_array from its own
-// fields, its slot left as it was, so a decline (false) must refill every slot. Throws what fill_slot throws for the
-// first argument it refuses, as the full path would (every earlier argument was filled alike).
+// The calling thread's slots for `n` arguments, reused (never shrink): nothing is constructed per launch. Only the
+// arguments that need an ArrayView (a strided array) or the full path take them.
+launch_detail::Slot* thread_slots(std::size_t n) {
+  thread_local std::vector<launch_detail::Slot> slots(8);
+  if (slots.size() < n) slots.resize(n);
+  return slots.data();
+}
+
+// A C scalar or NULL for parameter `p` by its acceptor, from the caller's struct (the value fill_slot makes, taken
+// as accept_value takes it): true when accepted and written at p.offset. False for anything accept_value would
+// decline (a kind the acceptors leave to the full path: unsigned and complex values, and BYTES with NULL bytes, an
+// unknown kind, whose error fill_slot words), having written nothing the launch uses. Never throws.
+[[gnu::always_inline]] inline bool accept_scalar(const FastParam& p, const jitbridge_arg& a,
+                                                 unsigned char* space) noexcept {
+  using K = FastParam::Kind;
+  switch (a.kind) {
+    case JITBRIDGE_ARG_NULL:
+      if (p.kind != K::pointer || p.size != sizeof(void*)) return false;
+      accept_null(p, space);
+      return true;
+    case JITBRIDGE_ARG_INT: return p.kind == K::integer && accept_integer(p, a.i, space);
+    case JITBRIDGE_ARG_FLOAT: return p.kind == K::floating && accept_floating(p, a.f, space);
+    case JITBRIDGE_ARG_BOOL:
+      if (p.kind != K::boolean) return false;
+      accept_boolean(p, a.i != 0, space);
+      return true;
+    case JITBRIDGE_ARG_BYTES:
+      return p.kind == K::bytes_only && (a.bytes || !a.n_bytes) && accept_bytes(p, a.bytes, a.n_bytes, space);
+    default: return false;
+  }
+}
+
+// A C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) for parameter `p` by accept_array's rules
+// from the caller's fields, no slot or view, but for the device: it must be the launch's `device` (pack_fast's
+// outcome is accept_array's: an array on another device makes the launch decline whichever array names it).
+// 1: accepted and written; 0: declined; -1: not plain (the caller fills its slot). Never throws.
+[[gnu::always_inline]] inline int take_plain_array(const FastParam& p, const jitbridge_array& r, int device,
+                                                   unsigned char* space) noexcept {
+  if (r.strides || !plain_dltensor(as_dltensor(r))) return -1;
+  if (p.kind != FastParam::Kind::pointer || p.size != sizeof(void*) || !p.takes_arrays) return 0;
+  if (r.readonly && !p.pointee_const) return 0;
+  if ((r.device_type != kDLCUDA && r.device_type != kDLCUDAManaged) || r.device_id != device) return 0;
+  const DLDataType dtype{r.dtype_code, r.dtype_bits, r.dtype_lanes};
+  if (!pointee_accepts(p.any_dtype, p.char_like, p.dtype, dtype)) return 0;
+  std::memcpy(space + p.offset, &r.data, sizeof r.data);
+  return 1;
+}
+
+// take_plain_array's common case as one test (the fast lane): a C-contiguous array in device memory (kDLCUDA) on the
+// launch's `device`, of exactly the dtype of a typed pointer parameter that takes it (read-only ones only into const
+// pointees). True when accepted and written, which take_plain_array would do alike; false: take_plain_array decides
+// (managed memory, void* and char* parameters, anything refused or declined). Never throws.
+static_assert(sizeof(DLDataType) == 4 && offsetof(DLDataType, bits) == 1 && offsetof(DLDataType, lanes) == 2 &&
+                  offsetof(jitbridge_array, dtype_bits) == offsetof(jitbridge_array, dtype_code) + 1 &&
+                  offsetof(jitbridge_array, dtype_lanes) == offsetof(jitbridge_array, dtype_code) + 2,
+              "jitbridge_array's dtype fields lie as a DLDataType");
+[[gnu::always_inline]] inline bool take_exact_array(const FastParam& p, const jitbridge_array& r, int device,
+                                                    unsigned char* space) noexcept {
+  std::uint32_t dtype = 0, want = 0;  // code, bits, lanes, compared at once
+  std::memcpy(&dtype, &r.dtype_code, sizeof dtype);
+  std::memcpy(&want, &p.dtype, sizeof want);
+  // plain_fields with its dtype checks done by the comparison (p.dtype has bits and lanes: takes_arrays without
+  // any_dtype).
+  if (dtype != want || r.device_type != kDLCUDA || r.device_id != device || p.kind != FastParam::Kind::pointer ||
+      p.size != sizeof(void*) || !p.takes_arrays || p.any_dtype || (r.readonly && !p.pointee_const) || r.strides ||
+      r.ndim < 0 || r.ndim > static_cast<std::int32_t>(kMaxNdim) || (r.ndim > 0 && !r.shape) ||
+      !plain_extent(r.data, 0, extent_item(p.dtype), r.ndim, r.shape))
+    return false;
+  std::memcpy(space + p.offset, &r.data, sizeof r.data);
+  return true;
+}
+
+// pack_accepted over the C arguments in one pass, each straight from the caller's struct where it can be: a scalar
+// or NULL by accept_scalar, a C-contiguous array by take_exact_array or else take_plain_array; any other array is
+// filled into its slot (fill_slot: validated, as the full path reads it) and goes to accept_value. A decline (false)
+// leaves the slots as they were: the full path refills them. Throws what fill_slot throws for the first argument it
+// refuses, as the full path would (every earlier argument was accepted, so it filled alike).
 bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitbridge_arg* args, std::size_t n,
-               const Function& function, int device, launch_detail::Slot* slots, unsigned char* space) {
+               const Function& function, int device, unsigned char* space) {
   if (fast.size() != n || bytes > kFastSpaceBytes) return false;
   std::memset(space, 0, bytes);  // the padding between parameters passes as zeros, never stack garbage
-  int used = -1;                 // the arrays' device
   for (std::size_t i = 0; i < n; ++i) {
     const jitbridge_arg& a = args[i];
-    if (a.kind == JITBRIDGE_ARG_ARRAY && !a.array.strides) {
-      // Straight to its acceptor, read as the DLTensor fill_slot reads: no slot, no view.
-      const DLTensor t = as_dltensor(a.array);
-      if (plain_dltensor(t)) {
-        if (!accept_array(fast[i], t.data, t.device, t.dtype, a.array.readonly != 0, used, space)) return false;
-        continue;
-      }
+    if (a.kind != JITBRIDGE_ARG_ARRAY) {
+      if (!accept_scalar(fast[i], a, space)) return false;
+      continue;
     }
-    fill_slot(a, i, function, slots[i]);
-    if (!accept_value(fast[i], slots[i].value, used, space)) return false;
+    if (take_exact_array(fast[i], a.array, device, space)) continue;
+    const int took = take_plain_array(fast[i], a.array, device, space);
+    if (took == 1) continue;
+    if (took == 0) return false;
+    launch_detail::Slot& s = thread_slots(n)[i];
+    fill_slot(a, i, function, s);
+    int used = device;  // accept_array's device rule: this one array on the launch's device
+    if (!accept_value(fast[i], s.value, used, space)) return false;
   }
-  return used < 0 || used == device;
+  return true;
 }
 
 int launch(const jitbridge_function* function, const jitbridge_launch_config* config, const jitbridge_arg* args,
@@ -338,23 +413,21 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     c.cluster = {config->cluster[0], config->cluster[1], config->cluster[2]};
     c.cooperative = config->cooperative != 0;
     c.programmatic_dependent = config->programmatic_dependent != 0;
-    // The thread's slots, reused (never shrink): nothing is constructed per launch.
-    thread_local std::vector<launch_detail::Slot> slots(8);
-    if (slots.size() < n_args) slots.resize(n_args);
     const bool check_args = (flags & JITBRIDGE_LAUNCH_NO_ARG_CHECKS) == 0;
     // The plan's acceptors, each argument filled and accepted in one pass; any decline: the full path decides.
     alignas(16) unsigned char space[kFastSpaceBytes];
     const ParamLayout* layout = resolved.plan ? resolved.plan->layout() : nullptr;
     if (layout && pack_fast(resolved.plan->fast(check_args), layout->bytes, args, n_args, f, device.ordinal(),
-                            slots.data(), space)) {
+                            space)) {
       validate_launch_memo(f, c, device);
       jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes, layout->offsets.data(), layout->offsets.size()});
       return;
     }
     // pack_accepted would decline too (pack_fast applies its rules): straight to the full path.
+    launch_detail::Slot* slots = thread_slots(n_args);
     for (std::size_t i = 0; i < n_args; ++i) fill_slot(args[i], i, f, slots[i]);
     thread_local ArgBuffer buffer;
-    launch_detail::pack_all(f, slots.data(), n_args, device.ordinal(), buffer, check_args);
+    launch_detail::pack_all(f, slots, n_args, device.ordinal(), buffer, check_args);
     validate_launch_memo(f, c, device);
     jitbridge::launch(f, c, device, buffer);
   });

@@ -373,6 +373,17 @@ PYBIND11_MODULE(jitbridge_testing, m) {
   m.def("cupy_stream_reader", [] { return std::string(core_internals().cupy_stream_reader()); },
         "How jitbridge._core reads CuPy's current stream: through CuPy's exported C function or its Python API "
         "(names it).");
+  m.def("cupy_stream_capsule",
+        [] {
+          // CuPy exports get_stream_ptr(int device_id) to Cython modules as a capsule named by its C signature; this
+          // one answers 0 (CuPy's null stream) for every device, for stand-ins of CuPy's modules.
+          static std::intptr_t (*const null_stream)(int) = [](int) -> std::intptr_t { return 0; };
+          PyObject* c = PyCapsule_New(reinterpret_cast<void*>(null_stream), "intptr_t (int)", nullptr);
+          if (!c) throw py::error_already_set();
+          return py::reinterpret_steal<py::object>(c);
+        },
+        "A capsule like CuPy's exported get_stream_ptr (named 'intptr_t (int)'), answering CuPy's null stream (0), "
+        "for a stand-in cupy_backends.cuda.stream module's __pyx_capi__.");
   m.def("buffer_refs",
         [](py::handle tensor) {
           const long n = core_internals().tensor_buffer_refs(tensor.ptr());

@@ -109,6 +109,26 @@ TEST_CASE("torch expressions: overflow, division by zero and bad dimensions are 
   CHECK_THROWS_AS(run("f1.5 i2 c", env), std::invalid_argument);
 }
 
+TEST_CASE("torch expressions: a constant right operand (folded into its operator) keeps order and checks",
+          "[torch_expr]") {
+  FakeEnv env;
+  env.shapes[0] = {10};
+  env.scalars[1] = jtn::Value::real(2.5);
+  CHECK(run_int("n0 i3 -", env) == 7);
+  CHECK(run_int("i3 n0 -", env) == -7);           // a constant left operand stays a push
+  CHECK(run_int("i2 i3 i4 * +", env) == 14);      // i4 folds into *, whose result + then takes from the stack
+  CHECK(run_int("i17 i5 /", env) == 3);
+  CHECK(run_int("n0 i4 c i3 M i2 m", env) == 2);
+  CHECK(run_int("n0 i10 == i5 i6 ?", env) == 5);
+  CHECK(run("v1 i2 *", env).f == 5.0);            // a float left operand with an integer constant: float arithmetic
+  CHECK(run("v1 i2 /", env).f == 1.25);
+  CHECK_THROWS_AS(run("v1 i2 c", env), std::invalid_argument);
+  CHECK_THROWS_AS(run("n0 i0 /", env), std::domain_error);
+  CHECK_THROWS_AS(run("i-9223372036854775808 i-1 /", env), std::overflow_error);
+  CHECK_THROWS_AS(run("i9223372036854775807 n0 +", env), std::overflow_error);
+  CHECK(jtn::parse_expr(jtn::split_tokens("n0 i3 - i2 *")).code.size() == 3);
+}
+
 TEST_CASE("torch expressions: malformed programs are refused when parsed", "[torch_expr]") {
   auto parse = [](const std::string& text) { return jtn::parse_expr(jtn::split_tokens(text)); };
   CHECK_THROWS_AS(parse(""), std::invalid_argument);

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 import jitbridge
-from c_api_ctypes import (ERROR_LAUNCH_CONFIG, ERROR_TYPE, NO_ARG_CHECKS, OK, Args, P, Source, config, message,
-                          table)
+from c_api_ctypes import (ARG_ARRAY, ARG_INT, ERROR_LAUNCH_CONFIG, ERROR_TYPE, NO_ARG_CHECKS, OK, Arg, Args, Array,
+                          P, Source, config, message, table)
 from gpu_frameworks import need_torch
 
 pytestmark = pytest.mark.gpu
@@ -31,8 +31,22 @@ extern "C" __global__ void copy(const float* src, float* dst, int n) {
 '''
 
 
-def kernel_from_source(t, name):
-    src = Source(struct_size=ctypes.sizeof(Source), source=SRC.encode())
+# One pointer of each form the C launch's fast path reads differently (launch/src/c_api.cpp, pack_fast): const
+# float* (take_exact_array), double*, void* and char* (take_plain_array), float* (a slot when strided).
+FORMS = r'''
+extern "C" __global__ void forms(const float* x, double* y, void* v, const char* c, float* z, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    y[i] = 2.0 * x[i];
+    static_cast<float*>(v)[i] = x[i] + 1.0f;
+    z[i] = x[i] * static_cast<float>(c[i]);
+  }
+}
+'''
+
+
+def kernel_from_source(t, name, source=SRC):
+    src = Source(struct_size=ctypes.sizeof(Source), source=source.encode())
     k = P()
     assert t.kernel_from_source(ctypes.byref(src), name.encode(), ctypes.byref(k)) == OK, message(t)
     return k
@@ -134,5 +148,51 @@ def test_bad_arguments_and_configurations_never_reach_the_gpu():
         assert "block" in message(t)
         torch.cuda.synchronize()
         assert torch.equal(y, before)
+    finally:
+        t.kernel_release(k)
+
+
+@pytest.mark.parametrize("flags", [0, NO_ARG_CHECKS])
+@pytest.mark.parametrize("z_form", ["1-d", "2-d", "strided"])
+def test_every_array_form_of_the_c_launch_fast_path(flags, z_form):
+    """Arrays into const float*, double*, void*, char* and float* (1-d, 2-d, or with explicit contiguous strides: the
+    slot path), checked and unchecked: the kernel reads and writes each as described."""
+    torch = need_torch()
+    t = table()
+    k = kernel_from_source(t, "forms", FORMS)
+    try:
+        f = resolve(t, k)
+        rows, cols = 97, 129
+        n = rows * cols
+        x = torch.randn(n, device="cuda")
+        c8 = torch.randint(-100, 100, (n,), device="cuda", dtype=torch.int8)
+        y = torch.full((n,), float("nan"), device="cuda", dtype=torch.float64)
+        v = torch.full((n,), float("nan"), device="cuda")
+        z = torch.full((n,), float("nan"), device="cuda")
+        keep = []
+
+        def array(tensor, code, bits, shape, readonly, strides=None):
+            a = Arg(kind=ARG_ARRAY)
+            extents = (ctypes.c_int64 * len(shape))(*shape)
+            keep.append(extents)
+            a.array = Array(data=tensor.data_ptr(), device_type=2, device_id=0, dtype_code=code, dtype_bits=bits,
+                            dtype_lanes=1, ndim=len(shape), readonly=int(readonly),
+                            shape=ctypes.cast(extents, ctypes.POINTER(ctypes.c_int64)))
+            if strides is not None:
+                steps = (ctypes.c_int64 * len(strides))(*strides)
+                keep.append(steps)
+                a.array.strides = ctypes.cast(steps, ctypes.POINTER(ctypes.c_int64))
+            return a
+
+        z_arg = {"1-d": lambda: array(z, 2, 32, (n,), False), "2-d": lambda: array(z, 2, 32, (rows, cols), False),
+                 "strided": lambda: array(z, 2, 32, (rows, cols), False, strides=(cols, 1))}[z_form]()
+        args = (Arg * 6)(array(x, 2, 32, (n,), True), array(y, 2, 64, (n,), False), array(v, 2, 32, (n,), False),
+                         array(c8, 0, 8, (n,), True), z_arg, Arg(kind=ARG_INT, i=n))
+        c = config((n + 255) // 256, 256, stream=torch.cuda.current_stream().cuda_stream)
+        assert t.launch(f, ctypes.byref(c), args, 6, flags) == OK, message(t)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, 2.0 * x.double())
+        torch.testing.assert_close(v, x + 1.0)
+        torch.testing.assert_close(z, x * c8.float())
     finally:
         t.kernel_release(k)

@@ -56,12 +56,18 @@ inline void accept_null(const FastParam& p, unsigned char* space) noexcept {
   void* null = nullptr;
   std::memcpy(space + p.offset, &null, sizeof null);
 }
-// An integer in its parameter's range (signed_fits / unsigned_fits), as its low bytes (little-endian).
+// An integer in its parameter's range (signed_fits / unsigned_fits), as its low bytes (little-endian), into a
+// parameter of 1, 2, 4 or 8 bytes (any other size is a damaged signature: declined, the full path refuses it).
 inline bool accept_integer(const FastParam& p, std::int64_t v, unsigned char* space) noexcept {
   if (p.is_signed ? !signed_fits(v, p.size) : (v < 0 || !unsigned_fits(static_cast<std::uint64_t>(v), p.size)))
     return false;
-  std::memcpy(space + p.offset, &v, p.size);
-  return true;
+  switch (p.size) {  // fixed-size stores (a memcpy of p.size bytes is a call)
+    case 1: space[p.offset] = static_cast<unsigned char>(v); return true;
+    case 2: { const auto x = static_cast<std::uint16_t>(v); std::memcpy(space + p.offset, &x, 2); return true; }
+    case 4: { const auto x = static_cast<std::uint32_t>(v); std::memcpy(space + p.offset, &x, 4); return true; }
+    case 8: std::memcpy(space + p.offset, &v, 8); return true;
+    default: return false;
+  }
 }
 // True or False into a bool parameter.
 inline void accept_boolean(const FastParam& p, bool v, unsigned char* space) noexcept {

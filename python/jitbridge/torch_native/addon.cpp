@@ -8,6 +8,7 @@
 #include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -28,10 +29,13 @@ namespace {
 // ---------------------------------------------------------------------------------------------------------------
 // Running a phase.
 
+// Per call, on the stack for phases of up to kInline slots (no heap allocation for the slot arrays).
+constexpr unsigned kInline = 12;
+
 struct Slots : jtn::Env {
   const Phase& phase;
-  std::vector<at::Tensor> tensors;
-  std::vector<jtn::Value> scalars;
+  c10::SmallVector<at::Tensor, kInline> tensors;
+  c10::SmallVector<jtn::Value, kInline> scalars;
   explicit Slots(const Phase& p) : phase(p), tensors(static_cast<size_t>(p.n_slots)),
                                    scalars(static_cast<size_t>(p.n_slots)) {}
   const at::Tensor& tensor(int slot) const {
@@ -166,9 +170,10 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
       if (t.defined() && !t.is_contiguous()) t = t.contiguous();
   const c10::Device device = lead.device();
   std::vector<at::Tensor> results;
+  results.reserve(p.outs.size());
   for (const auto& r : p.outs) {
     at::ScalarType dtype = r.dtype_slot >= 0 ? s.tensor(r.dtype_slot).scalar_type() : r.dtype_fixed;
-    std::vector<int64_t> shape;
+    c10::SmallVector<int64_t, 6> shape;
     if (r.like >= 0) {
       auto sizes = s.tensor(r.like).sizes();
       shape.assign(sizes.begin(), sizes.end());
@@ -186,7 +191,7 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
   if (lead.is_cuda() && !p.launches.empty()) {
     c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device);
     auto* cu_stream = static_cast<CUstream_st*>(stream.native_handle());
-    std::vector<jitbridge_arg> packed;
+    c10::SmallVector<jitbridge_arg, kInline> packed;
     for (const auto& l : p.launches) {
       uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
       bool empty = false;
@@ -307,6 +312,7 @@ class JitbridgeNode final : public torch::autograd::Node {
     std::lock_guard<std::mutex> lock(mutex_);
     const OpEntry& e = *entry_;
     torch::jit::Stack stack;
+    stack.reserve(std::max(saved_.size() + e.grad_outputs.size() + scalars_.size(), e.grad_inputs.size()));
     bool any_requires_grad = false;
     for (const auto& sv : saved_) {
       at::Tensor t = sv.unpack(shared_from_this());  // throws for freed (no retain_graph) or modified tensors
@@ -363,7 +369,7 @@ class AutogradKernel final : public c10::OperatorKernel {
     auto entry = slot_->get();
     const OpEntry& e = *entry;
     auto args = arguments(stack, e.n_inputs, e.name);
-    std::vector<at::Tensor> inputs;
+    c10::SmallVector<at::Tensor, kInline> inputs;
     bool needs = false;
     for (size_t i : e.tensor_inputs) {
       inputs.push_back(args[i].toTensor());
@@ -377,8 +383,9 @@ class AutogradKernel final : public c10::OperatorKernel {
     }
     std::shared_ptr<JitbridgeNode> node(new JitbridgeNode(entry), torch::autograd::deleteNode);
     node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
+    node->scalars_.reserve(e.scalars.size());
     for (size_t i : e.scalars) node->scalars_.push_back(args[i]);
-    std::vector<at::Tensor> saved_inputs(e.n_inputs);
+    c10::SmallVector<at::Tensor, kInline> saved_inputs(e.n_inputs);
     for (const auto& [is_output, index] : e.saved)
       if (!is_output) saved_inputs[index] = args[index].toTensor();
     {
@@ -386,7 +393,9 @@ class AutogradKernel final : public c10::OperatorKernel {
       op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
     }
     auto outs = arguments(stack, e.n_outputs, e.name);
-    std::vector<at::Tensor> outputs;
+    c10::SmallVector<at::Tensor, kInline> outputs;
+    node->out_shapes_.reserve(outs.size());
+    node->out_options_.reserve(outs.size());
     for (const auto& v : outs) {
       at::Tensor t = v.toTensor();
       if (torch::autograd::isDifferentiableType(t.scalar_type()))
@@ -397,6 +406,7 @@ class AutogradKernel final : public c10::OperatorKernel {
       node->out_options_.push_back(t.options());
       outputs.push_back(std::move(t));
     }
+    node->saved_.reserve(e.saved.size());
     for (const auto& [is_output, index] : e.saved)
       node->saved_.emplace_back(is_output ? outputs[index] : saved_inputs[index], is_output);
   }

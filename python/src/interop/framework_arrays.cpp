@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "common/descriptor_reads.hpp"
 #include "interop/array_support.hpp"
 #include "jitbridge/streams.hpp"
 
@@ -130,16 +131,26 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
                 consumer, view, arg);
 }
 
-// A Python int > 0 (an address) into `out`; false otherwise, with no error set.
+// A Python int > 0 (an address) into `out`; false otherwise, with no error set. Below 2**63 through
+// PyLong_AsLongLongAndOverflow, which reads the digits in a loop (PyLong_AsUnsignedLongLong converts a
+// multi-digit int through a byte array: every real address has several digits).
 bool positive_address(PyObject* v, std::uintptr_t& out) {
   if (!v || !PyLong_CheckExact(v)) return false;
-  const unsigned long long u = PyLong_AsUnsignedLongLong(v);
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  if (!overflow) {
+    if (x == -1 && PyErr_Occurred()) PyErr_Clear();
+    out = static_cast<std::uintptr_t>(x);
+    return x > 0;
+  }
+  if (overflow < 0) return false;
+  const unsigned long long u = PyLong_AsUnsignedLongLong(v);  // 2**63 and above
   if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
     PyErr_Clear();
     return false;
   }
   out = static_cast<std::uintptr_t>(u);
-  return u != 0;
+  return true;
 }
 
 // Owns the new references it is given (the lean readers' attribute results).
@@ -152,15 +163,25 @@ struct Refs {
 
 PyObject* get(PyObject* obj, PyObject* name) { return obj ? PyObject_GetAttr(obj, name) : nullptr; }
 
+// CuPy's fields are Cython attributes (data descriptors of cupy.ndarray and of cupy.cuda.MemoryPointer): each is
+// read through its descriptor, found once per type version (descriptor_reads.hpp).
+struct CupyFieldReads {
+  DescriptorRead data, ptr, device_id, dtype;
+};
+CupyFieldReads g_cupy_reads;
+
+PyObject* get(PyObject* obj, PyObject* name, DescriptorRead& r) { return obj ? read_attribute(obj, name, r) : nullptr; }
+
 }  // namespace
 
 bool cupy_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
   const InternedNames& k = interned_names();
+  CupyFieldReads& c = g_cupy_reads;
   Refs r;
-  r.items[0] = get(obj, k.data);
-  r.items[1] = get(r.items[0], k.ptr);
-  r.items[2] = get(r.items[0], k.device_id);
-  r.items[3] = r.items[2] ? get(obj, k.dtype) : nullptr;
+  r.items[0] = get(obj, k.data, c.data);
+  r.items[1] = get(r.items[0], k.ptr, c.ptr);
+  r.items[2] = r.items[1] ? get(r.items[0], k.device_id, c.device_id) : nullptr;
+  r.items[3] = r.items[2] ? get(obj, k.dtype, c.dtype) : nullptr;
   const bool ok = r.items[3] && positive_address(r.items[1], out.ptr) && PyLong_CheckExact(r.items[2]) &&
                   known_dtype(r.items[3], out.dtype);
   if (ok) out.device = static_cast<int>(PyLong_AsLong(r.items[2]));
