@@ -31,12 +31,6 @@ using jitbridge::testing::open_fds;
 
 namespace {
 
-std::string make_temp_dir() {
-  std::string templ = "/tmp/jitbridge-cache-files-XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()));
-  return templ;
-}
-
 // Names in `dir` starting with `prefix`.
 int count_names(const std::string& dir, const std::string& prefix) {
   int n = 0;
@@ -99,7 +93,8 @@ void miss_then_replaced(const std::string& dir, const std::string& key, const st
 
 TEST_CASE("cache files: a FIFO where an entry should be is a prompt miss, then replaced") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   REQUIRE(::mkdir((dir + "/v1").c_str(), 0700) == 0);
   const std::string fifo = dir + "/v1/fifo-key.jbc";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -108,7 +103,8 @@ TEST_CASE("cache files: a FIFO where an entry should be is a prompt miss, then r
 
 TEST_CASE("cache files: a symlink to /dev/zero (or to anything) is a miss that reads nothing") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   REQUIRE(::mkdir((dir + "/v1").c_str(), 0700) == 0);
   REQUIRE(::symlink("/dev/zero", (dir + "/v1/zero-key.jbc").c_str()) == 0);
   miss_then_replaced(dir, "zero-key", [] {});
@@ -122,7 +118,8 @@ TEST_CASE("cache files: a symlink to /dev/zero (or to anything) is a miss that r
 
 TEST_CASE("cache files: a directory where an entry should be keeps the disk cache on") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   REQUIRE(::mkdir((dir + "/v1").c_str(), 0700) == 0);
   SECTION("empty: removed and replaced") {
     REQUIRE(::mkdir((dir + "/v1/dir-key.jbc").c_str(), 0700) == 0);
@@ -187,7 +184,8 @@ TEST_CASE("cache files: rename_into_place takes an NFS retransmission's ENOENT a
 
 TEST_CASE("cache files: entries over the size cap are misses, never read") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   REQUIRE(::mkdir((dir + "/v1").c_str(), 0700) == 0);
   {
     // Sparse: costs no disk space.
@@ -210,7 +208,8 @@ TEST_CASE("cache files: entries over the size cap are misses, never read") {
 
 TEST_CASE("cache files: a short write (file size limit) removes the temporary file and its descriptor") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   // In a child: the limit and the ignored SIGXFSZ must not touch the test process. The child reports
   // what failed in its exit status (no Catch2 there).
   const pid_t pid = ::fork();
@@ -243,7 +242,8 @@ TEST_CASE("cache files: a short write (file size limit) removes the temporary fi
 
 TEST_CASE("cache files: a dependency turned FIFO is a prompt miss; a stalled warning handler holds no mutex") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   const std::string fifo = dir + "/header.h";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   // A memory entry whose dependency is now a FIFO of the recorded size (0) but another mtime: its
@@ -309,7 +309,8 @@ TEST_CASE("cache files: UniqueFd closes exactly once, and mtime_ns saturates") {
 
 TEST_CASE("header reads (read_file): FIFOs and devices are refused at once, symlinks to files followed, size capped") {
   NoFdLeak fds;
-  const std::string dir = make_temp_dir();
+  const jitbridge::testing::TempDir temp("cache-files");
+  const std::string& dir = temp.path;
   const std::string fifo = dir + "/h.h", file = dir + "/real.h", link = dir + "/link.h";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string out = "untouched";
