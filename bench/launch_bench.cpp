@@ -2,8 +2,9 @@
 // k(const float*, const float*, float*, float*, int), grid 1 x block 32, on the legacy default stream.
 // Also the same with the parameters as one buffer, jitbridge's typed C++ launch() of the kernel, and launches through
 // the C interface (jitbridge/c_api.h: checked, as a native add-on launches), all of one Function (the C interface's
-// kernel_from_source copy, its own module, last). They are timed round-robin, each variant's best round kept.
-// Prints "name microseconds" lines (bench_c_api.py prints the ratios).
+// kernel_from_source copy, its own module, last). They are timed round-robin, one batch of each per round.
+// Prints "name_us microseconds" (median) and "ratio_name ratio" (median of per-round ratios to raw) lines;
+// bench_c_api.py prints the table.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -43,21 +44,20 @@ int main() {
     for (auto& b : buf) check(api.cuMemAlloc(&b, 32 * sizeof(float)), "cuMemAlloc");
     int n = 32;
     void* params[] = {&buf[0], &buf[1], &buf[2], &buf[3], &n};
-    const int batch = 200, reps = 50;
-    auto time_it = [&](auto&& one) {
-      std::vector<double> samples;
-      for (int r = 0; r < reps; ++r) {
-        check(api.cuCtxSynchronize(), "cuCtxSynchronize");
-        auto t0 = Clock::now();
-        for (int i = 0; i < batch; ++i) one();
-        samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch);
-      }
+    const int batch = 200;
+    // Host microseconds per launch over one batch of `one`, started on an idle GPU.
+    auto batch_us = [&](auto&& one) {
       check(api.cuCtxSynchronize(), "cuCtxSynchronize");
-      std::sort(samples.begin(), samples.end());
-      return samples[samples.size() / 2];
+      auto t0 = Clock::now();
+      for (int i = 0; i < batch; ++i) one();
+      return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch;
     };
-    for (int warm = 0; warm < 3; ++warm) {
-      time_it([&] { check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "launch"); });
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    for (int warm = 0; warm < 150; ++warm) {
+      batch_us([&] { check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "launch"); });
     }
     // The same parameters as one buffer (cuLaunchKernel's `extra` form, which jitbridge's launches use).
     unsigned char space[36];
@@ -139,25 +139,32 @@ int main() {
         throw std::runtime_error(message);
       }
     };
-    double raw = 1e30, raw_buffer = 1e30, typed = 1e30, c_api = 1e30, c_api_bare_us = 1e30, c_api_own_us = 1e30;
-    for (int round = 0; round < 5; ++round) {
-      raw = std::min(raw, time_it([&] {
+    // Round-robin by batch: each round times one batch of every row, so drift hits the rows alike; each row prints
+    // its median, and each jitbridge row also the median over rounds of its ratio to that round's raw batch.
+    const char* const names[] = {"raw_culaunchkernel", "raw_culaunchkernel_buffer_form", "jitbridge_cpp_launch",
+                                 "jitbridge_c_api_launch", "jitbridge_c_api_launch_bare_pointers",
+                                 "jitbridge_c_api_launch_own_module"};
+    constexpr int kRows = 6, kRounds = 400;
+    std::vector<double> us[kRows];
+    for (int round = 0; round < kRounds; ++round) {
+      us[0].push_back(batch_us([&] {
         check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "cuLaunchKernel");
       }));
-      raw_buffer = std::min(raw_buffer, time_it([&] {
+      us[1].push_back(batch_us([&] {
         check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, nullptr, extra), "cuLaunchKernel");
       }));
-      typed = std::min(typed, time_it([&] { launch(*function, dev, config, a, b, c, d, n); }));
-      c_api = std::min(c_api, time_it(c_api_launch));
-      c_api_bare_us = std::min(c_api_bare_us, time_it(c_api_bare));
-      c_api_own_us = std::min(c_api_own_us, time_it(c_api_own));
+      us[2].push_back(batch_us([&] { launch(*function, dev, config, a, b, c, d, n); }));
+      us[3].push_back(batch_us(c_api_launch));
+      us[4].push_back(batch_us(c_api_bare));
+      us[5].push_back(batch_us(c_api_own));
     }
-    std::printf("raw_culaunchkernel_us %.3f\n", raw);
-    std::printf("raw_culaunchkernel_buffer_form_us %.3f\n", raw_buffer);
-    std::printf("jitbridge_cpp_launch_us %.3f\n", typed);
-    std::printf("jitbridge_c_api_launch_us %.3f\n", c_api);
-    std::printf("jitbridge_c_api_launch_bare_pointers_us %.3f\n", c_api_bare_us);
-    std::printf("jitbridge_c_api_launch_own_module_us %.3f\n", c_api_own_us);
+    for (int row = 0; row < kRows; ++row) {
+      std::printf("%s_us %.3f\n", names[row], median(us[row]));
+      if (row < 2) continue;
+      std::vector<double> ratios;
+      for (int round = 0; round < kRounds; ++round) ratios.push_back(us[row][round] / us[0][round]);
+      std::printf("ratio_%s %.4f\n", names[row], median(ratios));
+    }
     // Where the typed launch's extra time goes: each step alone, in a tight loop (no launch).
     auto step = [&](auto&& one) {
       const int iterations = 200000;
