@@ -1,4 +1,4 @@
-// test_temp_dir.cpp — TempDir (temp_dir.hpp) removes its whole tree, whatever modes, FIFOs and symlinks a test left there.
+// test_temp_dir.cpp — TempDir (temp_dir.hpp) removes its whole tree, whatever modes, FIFOs and symlinks a test left.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -37,7 +37,7 @@ bool fill(const std::string& dir, const std::string& outside) {
          ::chmod((dir + "/none").c_str(), 0) == 0 && ::chmod(dir.c_str(), 0500) == 0;
 }
 
-// 0 when a TempDir filled by fill() is gone at its scope's end and the symlink's target is kept; else which step failed.
+// 0 when a TempDir filled by fill() is gone at its scope's end and the symlink's target kept; else the failed step.
 int removal_result() {
   try {
     const TempDir outside("temp-dir-outside");
