@@ -16,6 +16,7 @@
 
 #include "cache_internal.hpp"
 #include "cache_test_support.hpp"
+#include "temp_dir.hpp"
 #include "pch.hpp"
 #include "fd_count.hpp"
 #include "jit_internal.hpp"
@@ -26,14 +27,9 @@ extern char** environ;
 using namespace jitbridge;
 using jitbridge::testing::NoFdLeak;
 using jitbridge::testing::CapturedWarnings;
+using jitbridge::testing::TempDir;
 
 namespace {
-
-std::string make_temp_dir() {
-  std::string templ = "/tmp/jitbridge-cache-test-XXXXXX";
-  REQUIRE(::mkdtemp(templ.data()));
-  return templ;
-}
 
 std::vector<std::string> entry_files(const std::string& dir) {
   std::vector<std::string> out;
@@ -77,7 +73,8 @@ std::string kernel_source(int variant) {
 
 TEST_CASE("cache: miss, memory hit, then disk hit in a fresh cache") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   {
     Cache cache(disk_config(dir));
     auto first = compile(kernel_source(1), opts(), &cache);
@@ -98,7 +95,8 @@ TEST_CASE("cache: miss, memory hit, then disk hit in a fresh cache") {
 
 TEST_CASE("cache: everything that changes the binary changes the key") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   Cache cache(disk_config(dir));
   compile(kernel_source(1), opts(), &cache);
   CHECK(compile(kernel_source(2), opts(), &cache)->origin == Origin::compiled);
@@ -121,8 +119,10 @@ TEST_CASE("cache: everything that changes the binary changes the key") {
 
 TEST_CASE("cache: editing an included header (nested, on disk) recompiles") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
-  std::string inc = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
+  const TempDir inc_temp("cache-test");
+  const std::string& inc = inc_temp.path;
   ::mkdir((inc + "/sub").c_str(), 0700);
   spit(inc + "/outer.h", "#include \"sub/inner.h\"\n");
   spit(inc + "/sub/inner.h", "#define VALUE 1.0f\n");
@@ -161,8 +161,11 @@ TEST_CASE("cache: record_dependencies leaves out toolkit and in-memory headers")
 
 TEST_CASE("cache: a header added earlier on the include path (shadowing the one read) recompiles") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
-  std::string first = make_temp_dir(), second = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
+  const TempDir first_temp("cache-test"), second_temp("cache-test");
+  const std::string& first = first_temp.path;
+  const std::string& second = second_temp.path;
   ::mkdir((second + "/sub").c_str(), 0700);
   spit(second + "/sub/v.h", "#define VALUE 1.0f\n");
   CompileOptions o = opts();
@@ -202,7 +205,8 @@ TEST_CASE("cache: absences are recorded through the first missing ancestor, tool
   std::string cwd;
   const std::vector<std::string>& tk = toolkit_include_dirs();
   REQUIRE_FALSE(tk.empty());
-  std::string user = make_temp_dir();
+  const TempDir user_temp("cache-test");
+  const std::string& user = user_temp.path;
   ::mkdir((user + "/cuda").c_str(), 0700);
   std::vector<std::string> dirs = {user + "/none", user};
   for (const std::string& d : tk) dirs.push_back(d);
@@ -234,7 +238,8 @@ TEST_CASE("cache: absences are recorded through the first missing ancestor, tool
 
 TEST_CASE("cache: damaged or foreign entries are misses that get replaced") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   { Cache c(disk_config(dir)); compile(kernel_source(7), opts(), &c); }
   auto files = entry_files(dir);
   REQUIRE(files.size() == 1);
@@ -287,7 +292,8 @@ TEST_CASE("cache: parse_record refuses every truncation of a valid entry") {
 TEST_CASE("cache: the directory stays under its size bound, least recently used first") {
   NoFdLeak fds;
   // Entry ages are set explicitly (no sleeping, no reliance on the file system's mtime resolution).
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   std::map<int, std::string> file_of;  // variant -> its entry file
   auto compile_new = [&](int variant, Cache& cache) {
     std::vector<std::string> before = entry_files(dir);
@@ -327,7 +333,8 @@ TEST_CASE("cache: the directory stays under its size bound, least recently used 
 
 TEST_CASE("cache: an unusable directory falls back to memory with one warning") {
   NoFdLeak fds;
-  std::string base = make_temp_dir();
+  const TempDir base_temp("cache-test");
+  const std::string& base = base_temp.path;
   spit(base + "/not-a-dir", "file");
   CapturedWarnings warnings;
   Cache cache(disk_config(base + "/not-a-dir/cache"));
@@ -341,7 +348,8 @@ TEST_CASE("cache: an unusable directory falls back to memory with one warning") 
 
 TEST_CASE("cache: clear removes memory and disk entries") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   Cache cache(disk_config(dir));
   compile(kernel_source(300), opts(), &cache);
   compile(kernel_source(301), opts(), &cache);
@@ -387,7 +395,8 @@ TEST_CASE("cache race child", "[.race-child]") {
 
 TEST_CASE("cache: processes racing on one key never see a torn entry") {
   NoFdLeak fds;
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   std::string env_dir = "RACE_DIR=" + dir;
   std::vector<char*> env;
   for (char** e = environ; *e; ++e) env.push_back(*e);
@@ -438,12 +447,12 @@ TEST_CASE("cache: reads_only_toolkit_headers accepts only #include <name> lines 
   CHECK_FALSE(only("int a; #include <x.h>\n"));
   CHECK(only("#include <mem.h>\n", {{"mem.h", "#include <cuda_fp16.h>\n"}}));
   CHECK_FALSE(only("#include <mem.h>\n", {{"mem.h", "#include \"user.h\"\n"}}));
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   o.include_paths = {dir};
   arch.clear();
   CHECK_FALSE(detail::reads_only_toolkit_headers("#include <cuda_fp16.h>\n", {}, detail::effective_options(o, arch)));
   CHECK_FALSE(detail::reads_only_toolkit_headers("", {}, {"--pre-include=x.h", "-arch=sm_90"}));
-  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("cache: with automatic PCHs off, untraced toolkit-only compiles are cached and user headers still tracked") {
@@ -452,7 +461,8 @@ TEST_CASE("cache: with automatic PCHs off, untraced toolkit-only compiles are ca
     PchOff() { detail::pch_configure(-1, 0); }
     ~PchOff() { detail::pch_configure(-1, -1); }
   } off;
-  std::string dir = make_temp_dir();
+  const TempDir dir_temp("cache-test");
+  const std::string& dir = dir_temp.path;
   Cache cache(disk_config(dir));
   const std::string fp16 = "#include <cuda_fp16.h>\nextern \"C\" __global__ void k(__half* x) { x[0] = x[1]; }\n";
   CHECK(compile(fp16, opts(), &cache)->origin == Origin::compiled);
@@ -464,7 +474,8 @@ TEST_CASE("cache: with automatic PCHs off, untraced toolkit-only compiles are ca
     CHECK(hit->kernels[0].signature->to_string() == "(__half*)");
   }
   // An in-memory header that includes a file of a user include dir: traced, the edit is seen.
-  std::string inc = make_temp_dir();
+  const TempDir inc_temp("cache-test");
+  const std::string& inc = inc_temp.path;
   spit(inc + "/v.h", "#define VALUE 1.0f\n");
   CompileOptions o = opts();
   o.include_paths = {inc};

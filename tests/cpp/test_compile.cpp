@@ -7,6 +7,7 @@
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
+#include "temp_dir.hpp"
 
 using namespace jitbridge;
 
@@ -395,11 +396,10 @@ TEST_CASE("warnings are kept on the program") {
 }
 
 TEST_CASE("a failed compile leaves no trace file in the working directory") {
-  char dir[] = "/tmp/jitbridge-cwd-XXXXXX";
-  REQUIRE(::mkdtemp(dir));
+  const jitbridge::testing::TempDir dir("cwd");
   char old[4096];
   REQUIRE(::getcwd(old, sizeof old));
-  REQUIRE(::chdir(dir) == 0);
+  REQUIRE(::chdir(dir.path.c_str()) == 0);
   CompileOptions o = for_arch();
   o.headers = {{"bad.h", "int broken = ;\n"}};
   CHECK_THROWS_AS(compile("#include \"bad.h\"\n", o, &memory_cache()), CompileError);

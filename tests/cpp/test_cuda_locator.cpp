@@ -11,16 +11,12 @@
 
 #include "jitbridge/cuda_search.hpp"
 #include "jitbridge/nvrtc_api.hpp"
+#include "temp_dir.hpp"
 
 using namespace jitbridge;
+using jitbridge::testing::TempDir;
 
 namespace {
-
-std::string temp_dir() {
-  char tmpl[] = "/tmp/jitbridge-locator-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  return tmpl;
-}
 
 void mkdirs(const std::string& path) {
   for (std::size_t i = 1; i <= path.size(); ++i)
@@ -110,7 +106,8 @@ std::string real(const std::string& path) {
 }  // namespace
 
 TEST_CASE("cuda search: each rule picks, in precedence order") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   loader.loader_path["libnvrtc.so.13"] = base + "/ld/lib/libnvrtc.so.13";
   put(base + "/ld/lib/libnvrtc.so.13", "13.1");
@@ -166,7 +163,8 @@ TEST_CASE("cuda search: each rule picks, in precedence order") {
 }
 
 TEST_CASE("cuda search: an explicit setting that points at nothing is an error naming it, not a fallback") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   SearchInputs in = nothing(base);
   in.cuda_home = toolkit(base + "/cuda-home");  // would be found without the setting
@@ -212,7 +210,8 @@ TEST_CASE("cuda search: an explicit setting that points at nothing is an error n
 }
 
 TEST_CASE("cuda search: other CUDA majors are reported and skipped") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   SearchInputs in = nothing(base);
   // A CUDA 12 toolkit in CUDA_HOME: only libnvrtc.so.12 there.
@@ -243,7 +242,8 @@ TEST_CASE("cuda search: other CUDA majors are reported and skipped") {
 }
 
 TEST_CASE("cuda search: a broken wheel copy is skipped for the next place") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   SearchInputs in = nothing(base);
   std::string root = wheel(base + "/site");
@@ -259,7 +259,8 @@ TEST_CASE("cuda search: a broken wheel copy is skipped for the next place") {
 }
 
 TEST_CASE("cuda search: nothing found names what to install and every place searched") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   SearchInputs in = nothing(base);
   in.wheel_roots = {wheel(base + "/site", false)};  // headers only (nvidia-cuda-runtime without nvrtc)
@@ -283,7 +284,8 @@ TEST_CASE("cuda search: nothing found names what to install and every place sear
 }
 
 TEST_CASE("cuda search: headers come from NVRTC's own place first, each set on its own") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   SearchInputs in = nothing(base);
   in.cuda_home = toolkit(base + "/cuda-home");
@@ -339,7 +341,8 @@ TEST_CASE("cuda search: headers come from NVRTC's own place first, each set on i
 }
 
 TEST_CASE("cuda search: a place reached by two rules is looked into once") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   SearchInputs in = nothing(base);
   toolkit(base + "/cuda-13.0", "13.0", false);
   REQUIRE(::symlink((base + "/cuda-13.0").c_str(), (base + "/cuda").c_str()) == 0);
@@ -353,7 +356,8 @@ TEST_CASE("cuda search: a place reached by two rules is looked into once") {
 }
 
 TEST_CASE("cuda search: locating takes the first file of the order without loading it") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   FakeLoader loader;
   loader.loader_path["libnvrtc.so.13"] = base + "/ld/lib/libnvrtc.so.13";
   put(base + "/ld/lib/libnvrtc.so.13", "13.1");
@@ -396,7 +400,8 @@ TEST_CASE("cuda search: locating takes the first file of the order without loadi
 }
 
 TEST_CASE("cuda search: a library's identity changes with its file") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   put(base + "/lib/libnvrtc.so.13", "13.0");
   REQUIRE(::symlink((base + "/lib/libnvrtc.so.13").c_str(), (base + "/link.so").c_str()) == 0);
   const std::string id = library_identity(base + "/lib/libnvrtc.so.13");
@@ -441,7 +446,8 @@ TEST_CASE("cuda search: this process finds NVRTC and its headers") {
 }
 
 TEST_CASE("device runtime: JITBRIDGE_CUDADEVRT, then beside nvJitLink, then the usual order") {
-  std::string base = temp_dir();
+  const TempDir temp("locator");
+  const std::string& base = temp.path;
   SearchInputs in = nothing(base);
   ComponentPick none;  // nvJitLink not found
 

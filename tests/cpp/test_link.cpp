@@ -13,6 +13,7 @@
 #include "jitbridge/module.hpp"
 #include "jitbridge/nvjitlink_api.hpp"
 #include "link_internal.hpp"
+#include "temp_dir.hpp"
 
 using namespace jitbridge;
 
@@ -285,9 +286,8 @@ TEST_CASE("PTX, cubin and static library inputs link with a program", "[link]") 
 }
 
 TEST_CASE("linked results are cached in memory and on disk; a changed input misses", "[link]") {
-  char dir_template[] = "/tmp/jitbridge-link-test-XXXXXX";
-  REQUIRE(::mkdtemp(dir_template));
-  const std::string dir = dir_template;
+  const jitbridge::testing::TempDir temp("link-test");
+  const std::string& dir = temp.path;
   auto caller = build(kCaller, {"-dc"});
   auto callee = build(kCallee, {"-dc"});
   std::vector<LinkInput> inputs{LinkInput::from_program(caller), LinkInput::from_program(callee)};
@@ -315,13 +315,11 @@ TEST_CASE("linked results are cached in memory and on disk; a changed input miss
     CHECK(miss->cubin != again->cubin);
     disk.clear();
   }
-  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("compile() of a relocatable program round-trips its link fields through the disk cache", "[link]") {
-  char dir_template[] = "/tmp/jitbridge-link-test-XXXXXX";
-  REQUIRE(::mkdtemp(dir_template));
-  const std::string dir = dir_template;
+  const jitbridge::testing::TempDir temp("link-test");
+  const std::string& dir = temp.path;
   std::string first_cubin;
   {
     Cache disk(CacheConfig{true, dir, 1 << 26});
@@ -337,7 +335,6 @@ TEST_CASE("compile() of a relocatable program round-trips its link fields throug
     CHECK(p->cubin == first_cubin);
     disk.clear();
   }
-  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("module loading refuses unlinked relocatable code before asking the driver", "[link]") {

@@ -14,10 +14,12 @@
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
 #include "pch.hpp"
+#include "temp_dir.hpp"
 
 using namespace jitbridge;
 using detail::pch_stats;
 using jitbridge::testing::NoFdLeak;
+using jitbridge::testing::TempDir;
 
 namespace {
 
@@ -36,12 +38,6 @@ std::string fp16_kernel(const std::string& prefix, int n) {
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;
-}
-
-std::string temp_dir() {
-  char templ[] = "/tmp/jitbridge-pch-test-XXXXXX";
-  REQUIRE(::mkdtemp(templ));
-  return templ;
 }
 
 // Every compile of the test qualifies for a PCH (no minimum time); restored at scope end.
@@ -141,7 +137,8 @@ TEST_CASE("pch: cub kernels share one PCH (cub/block/block_reduce.cuh)") {
 TEST_CASE("pch: a header edit in the prefix or after it, and a -D change, give fresh compiles") {
   NoFdLeak fds;
   PchOn on;
-  const std::string inc = temp_dir();
+  const TempDir inc_temp("pch-test");
+  const std::string& inc = inc_temp.path;
   spit(inc + "/u.h", "#define U 1.0f\n");
   spit(inc + "/w.h", "#define W 1.0f\n");
   CompileOptions o = opts();
@@ -177,9 +174,6 @@ TEST_CASE("pch: a header edit in the prefix or after it, and a -D change, give f
   auto d = compile(kernel(4), o, &cache);
   CHECK(d->log.empty());
   CHECK(pch_stats().used == before.used + 3);
-  ::unlink((inc + "/u.h").c_str());
-  ::unlink((inc + "/w.h").c_str());
-  ::rmdir(inc.c_str());
 }
 
 TEST_CASE("pch: JITBRIDGE_PCH=0 turns automatic PCHs off") {
@@ -235,7 +229,8 @@ TEST_CASE("pch: compiles from several threads while PCHs are made and used") {
 TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and leaves no trace file behind") {
   NoFdLeak fds;
   PchOn on;
-  const std::string inc = temp_dir();
+  const TempDir inc_temp("pch-test");
+  const std::string& inc = inc_temp.path;
   spit(inc + "/open.h", "struct S {\n");  // closed by the source after the prefix
   CompileOptions o = opts();
   o.include_paths = {inc};
@@ -257,12 +252,11 @@ TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and le
   compile("extern \"C\" __global__ void untraced(float* x) { x[0] = 5; }\n", opts(), &cache);
   struct stat st;
   CHECK(::stat("./.json", &st) != 0);
-  ::unlink((inc + "/open.h").c_str());
-  ::rmdir(inc.c_str());
 }
 
 TEST_CASE("pch: directories left by processes that are gone are removed, live ones kept") {
-  const std::string tmp = temp_dir();
+  const TempDir tmp_temp("pch-test");
+  const std::string& tmp = tmp_temp.path;
   pid_t dead = 0;
   char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
   REQUIRE(::posix_spawn(&dead, "/bin/true", nullptr, nullptr, argv, nullptr) == 0);
@@ -291,8 +285,4 @@ TEST_CASE("pch: directories left by processes that are gone are removed, live on
   REQUIRE(::symlink(victim.c_str(), gone.c_str()) == 0);
   detail::pch_remove_orphans(tmp);
   CHECK(::stat((victim + "/keep.txt").c_str(), &st) == 0);
-  ::unlink(gone.c_str());
-  ::unlink((victim + "/keep.txt").c_str());
-  ::rmdir(victim.c_str());
-  ::rmdir(tmp.c_str());
 }

@@ -9,8 +9,10 @@
 #include "jit_internal.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
+#include "temp_dir.hpp"
 
 using namespace jitbridge;
+using jitbridge::testing::TempDir;
 
 namespace {
 
@@ -66,19 +68,6 @@ const std::vector<std::pair<std::string, std::string>>& header_uses() {
 std::string kernel_using(const std::string& header, const std::string& use) {
   return "#include <" + header + ">\n" + use + "\nextern \"C\" __global__ void k(int* out) { out[0] = 1; }\n";
 }
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char templ[] = "/tmp/jitbridge-std-XXXXXX";
-    REQUIRE(::mkdtemp(templ));
-    path = templ;
-  }
-  ~TempDir() {
-    ::unlink((path + "/type_traits").c_str());
-    ::rmdir(path.c_str());
-  }
-};
 
 }  // namespace
 
@@ -150,7 +139,7 @@ TEST_CASE("a user's own standard header wins over the shim") {
   const std::string src = "#include <type_traits>\nstatic_assert(MINE == 7, \"\");\n"
                           "extern \"C\" __global__ void k() {}\n";
   SECTION("a file in an include directory") {
-    TempDir dir;
+    const TempDir dir("std");
     std::ofstream(dir.path + "/type_traits") << "#pragma once\n#define MINE 7\n";
     CompileOptions o = for_arch();
     o.include_paths = {dir.path};

@@ -92,7 +92,11 @@ class Ranks:
         self.tmp.mkdir()
         self.source = self.tmp / "kernel.cu"
         self.source.write_text(source)
-        self.env = package_env(cache_dir, **env)
+        # The ranks' TMPDIR, private (0700) under tmp_path: what a rank killed before its exit handlers leaves there
+        # (NVRTC's trace directory) is not left in /tmp.
+        tmpdir = tmp_path / "tmpdir"
+        tmpdir.mkdir(mode=0o700, exist_ok=True)
+        self.env = package_env(cache_dir, TMPDIR=tmpdir, **env)
         self.procs = []
 
     def start(self, n, gated=True, **env):

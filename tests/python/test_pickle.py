@@ -162,6 +162,10 @@ def test_spawned_process_compiles_or_reads_the_cache(cache_off):
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         name, sig, fname, fsig, origin, facts = pool.apply(_child_unpickle, (data, cache_off))
+        # A worker that exits (leaving the block would kill it) runs its exit handlers: they remove its
+        # directory in /tmp.
+        pool.close()
+        pool.join()
     assert (name, sig) == ("axpy", "(float, float const*, float*, int)")
     assert (fname, fsig) == ("scale<float>", "(float*, float, int)")
     assert facts == _facts(m.program)

@@ -59,6 +59,10 @@ def test_pickled_kernels_launch_in_a_spawned_process(gpu):
     seed = int(np.random.default_rng().integers(1 << 31))
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         y, shifted, z, origin = pool.apply(_child, (data, seed))
+        # A worker that exits (leaving the block would kill it) runs its exit handlers: they remove its
+        # directory in /tmp.
+        pool.close()
+        pool.join()
     x0, y0, z0, w0 = _inputs(seed)
     np.testing.assert_allclose(y, 2.5 * x0 + y0, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(shifted, w0 - 1.25, rtol=1e-6, atol=1e-6)

@@ -25,9 +25,11 @@ namespace {
 const std::string kKey = "0123456789abcdef0123456789abcdef";
 
 // A private directory for the entries, and a FIFO the seeds name as a dependency (/tmp/jbfuzz.fifo: a
-// fixed path, so that an entry can spell it).
+// fixed path, so that an entry can spell it). Both removed at exit; the FIFO only if this process made it (one
+// that was there may be another run's).
 struct Place {
   std::string dir, entries, entry, other;
+  bool made_fifo = false;
   Place() {
     const char* tmp = std::getenv("TMPDIR");  // scripts/fuzz gives each run its own, removed afterwards
     std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/jbfuzz-cache-XXXXXX";
@@ -37,11 +39,12 @@ struct Place {
     if (::mkdir(entries.c_str(), 0700) != 0) std::abort();  // private whatever the umask: the cache checks it
     entry = entries + "/" + kKey + ".jbc";
     other = dir + "/target.jbc";
-    ::mkfifo("/tmp/jbfuzz.fifo", 0600);
+    made_fifo = ::mkfifo("/tmp/jbfuzz.fifo", 0600) == 0;
   }
   ~Place() {
     std::error_code ec;
     fs::remove_all(dir, ec);
+    if (made_fifo) ::unlink("/tmp/jbfuzz.fifo");
   }
 };
 Place& place() {
