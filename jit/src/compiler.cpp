@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <set>
 
@@ -53,48 +55,47 @@ std::string cache_key(std::string_view source, const CompileOptions& options,
   return h.hex();
 }
 
-// A private directory for NVRTC's time-trace files, removed at exit; "" when none could be made, or
-// $TMPDIR is not safe (check_private_directory): compiles are then untraced, and those that may read
-// headers from outside the toolkit are not cached. The first call gives that warning, once.
-const std::string& trace_dir() {
-  struct Dir {
-    std::string path, warning;
-  };
-  static const Dir dir = [] {
-    const char* env = std::getenv("TMPDIR");
-    const std::string tmp = env && *env ? env : "/tmp";
-    std::string templ = tmp + "/jitbridge-trace-XXXXXX";
-    if (!::mkdtemp(templ.data())) return Dir{};
-    const detail::DirectoryCheck check = detail::check_private_directory(templ);
-    if (!check.ok) {
-      ::rmdir(templ.c_str());
-      return Dir{{}, fmt::format("NVRTC's header traces cannot be kept in {}: {}; compiles that may read headers "
-                                 "from outside the toolkit are not cached",
-                                 tmp, detail::refusal_reason(check, "TMPDIR"))};
-    }
-    static std::string to_remove = templ;
-    std::atexit([] { ::rmdir(to_remove.c_str()); });
-    return Dir{templ, {}};
-  }();
+// A private directory for one traced compile's NVRTC time-trace file, made in $TMPDIR (or /tmp) and checked
+// (check_private_directory) when the compile starts, removed with the file when it ends: a process that is killed
+// (a terminated pool worker) leaves nothing behind, but for a compile it was in. "" when none can be made or
+// $TMPDIR is not safe: compiles are then untraced, and those that may read headers from outside the toolkit are
+// not cached; the first refusal gives that warning, once.
+std::string make_trace_dir() {
+  const char* env = std::getenv("TMPDIR");
+  const std::string tmp = env && *env ? env : "/tmp";
+  std::string templ = tmp + "/jitbridge-trace-XXXXXX";
+  std::string warning;
+  if (!::mkdtemp(templ.data())) {
+    warning = fmt::format("NVRTC's header traces cannot be kept in {}: {}", tmp, std::strerror(errno));
+  } else if (const detail::DirectoryCheck check = detail::check_private_directory(templ); !check.ok) {
+    ::rmdir(templ.c_str());
+    warning = fmt::format("NVRTC's header traces cannot be kept in {}: {}", tmp,
+                          detail::refusal_reason(check, "TMPDIR"));
+  } else {
+    return templ;
+  }
   static std::atomic<bool> warned{false};
-  // After the initialisation: a warning handler that compiles finds the directory settled.
-  if (!dir.warning.empty() && !warned.exchange(true)) warn(dir.warning);
-  return dir.path;
+  if (!warned.exchange(true))
+    warn(warning + "; compiles that may read headers from outside the toolkit are not cached");
+  return {};
 }
 
 struct TraceFile {
+  std::string dir;     // this compile's make_trace_dir(), or "" (untraced)
   std::string option;  // --fdevice-time-trace=<base>; NVRTC writes <base>.json
   std::string path;
-  TraceFile() {
-    static std::atomic<unsigned long> counter{0};
-    if (trace_dir().empty()) return;
-    std::string base = fmt::format("{}/t{}", trace_dir(), counter++);
-    option = "--fdevice-time-trace=" + base;
-    path = base + ".json";
+  // `wanted`: the compile may be traced (it can read headers), so a directory is made for it.
+  explicit TraceFile(bool wanted) {
+    if (!wanted || (dir = make_trace_dir()).empty()) return;
+    option = "--fdevice-time-trace=" + dir + "/t";
+    path = dir + "/t.json";
   }
   ~TraceFile() {
     if (!path.empty()) ::unlink(path.c_str());
+    if (!dir.empty()) ::rmdir(dir.c_str());
   }
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
   // The headers the compile read; nullopt if the trace is missing or unreadable.
   std::optional<std::vector<std::string>> headers() const {
     if (path.empty()) return std::nullopt;
@@ -122,7 +123,7 @@ struct Pass {
 // compile right after the failure takes the stale trace to a file of ours instead.
 void flush_stale_trace() {
   try {
-    TraceFile tf;
+    TraceFile tf(true);
     NvrtcProgram empty("", "flush.cu", {});
     empty.compile({tf.option, "-arch=compute_75"});
   } catch (const std::exception&) {
@@ -141,8 +142,8 @@ Pass run_pass(const std::string& source, const CompileOptions& options,
               bool may_include, bool need_deps) {
   NvrtcProgram prog(source, options.program_name, options.headers);
   for (const std::string& e : expressions) prog.add_name_expression(e);
-  TraceFile tf;
-  const bool can_trace = may_include && !tf.option.empty();
+  TraceFile tf(may_include);
+  const bool can_trace = !tf.option.empty();
   detail::PchStep pch(source, options, nvrtc_options, can_trace);  // jit/src/pch.cpp
   const bool traced = can_trace && (need_deps || pch.uses_pch());
   std::vector<std::string> opts = nvrtc_options;

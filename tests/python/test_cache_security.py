@@ -5,6 +5,7 @@ import grp
 import json
 import os
 import pwd
+import signal
 
 import pytest
 
@@ -198,6 +199,28 @@ for w in caught:
     assert r.stdout.splitlines() == ["compiled memory (float*)"], r.stdout + r.stderr
 
 
+def test_a_killed_process_leaves_no_trace_directory(run_python, tmp_path):
+    # A traced compile's directory goes when the compile ends, not at exit: a process that never runs its exit
+    # handlers (a pool worker terminated, a SIGKILL) leaves nothing in TMPDIR.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o700)
+    headers = tmp_path / "include"
+    headers.mkdir()
+    (headers / "scale.h").write_text("#define SCALE 3.0f\n")
+    code = f"""
+import os, signal, jitbridge
+src = '#include "scale.h"\\nextern "C" __global__ void k(float* x) {{ x[threadIdx.x] *= SCALE; }}'
+p = jitbridge.compile(src, arch='sm_90', include_paths=[{str(headers)!r}])
+q = jitbridge.compile(src, arch='sm_90', include_paths=[{str(headers)!r}])
+print(p.origin, q.origin, sorted(os.listdir(os.environ['TMPDIR'])), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    r = run_python(code, TMPDIR=tmp)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert r.stdout.splitlines() == ["compiled memory []"], r.stdout  # traced (so cached) and already gone
+    assert list(tmp.iterdir()) == []
+
+
 def test_precompiled_headers_are_not_kept_under_an_open_tmpdir(run_python, tmp_path):
     # Three cub kernels after one #include: the second makes a PCH of the header prefix, the third uses it, under a
     # TMPDIR that is safe (sticky, as /tmp); under one that others can rename things in, none is made there.
@@ -222,7 +245,8 @@ for w in caught:
     open_tmp.chmod(0o1777)
     safe = run_python(code, TMPDIR=open_tmp)
     assert safe.returncode == 0, safe.stderr
-    assert safe.stdout.splitlines()[:2] == ["['(float*)', '(float*)', '(float*)']", "['pch', 'trace']"], safe.stdout
+    # Between compiles only the PCH directory exists: a trace directory lives for its compile.
+    assert safe.stdout.splitlines()[:2] == ["['(float*)', '(float*)', '(float*)']", "['pch']"], safe.stdout
     assert int(safe.stdout.splitlines()[2]) >= 1  # the PCH file, while the process runs
     assert list(open_tmp.iterdir()) == []  # both directories go at exit
     open_tmp.chmod(0o777)
