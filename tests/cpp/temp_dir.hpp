@@ -33,7 +33,9 @@ inline void empty_directory(int fd) noexcept {
     struct stat st;
     if (::fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      ::fchmodat(fd, name, S_IRWXU, 0);
+      if (::fchmodat(fd, name, S_IRWXU, 0) != 0) {
+        // Best effort: opening or emptying it may still work (root, or its mode was already enough).
+      }
       const int sub = ::openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (sub >= 0) empty_directory(sub);
       ::unlinkat(fd, name, AT_REMOVEDIR);
@@ -55,7 +57,9 @@ struct TempDir {
     REQUIRE(::mkdtemp(path.data()));
   }
   ~TempDir() {
-    ::chmod(path.c_str(), S_IRWXU);
+    if (::chmod(path.c_str(), S_IRWXU) != 0) {
+      // Best effort, as for the directories inside.
+    }
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) temp_dir_detail::empty_directory(fd);
     if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
