@@ -48,8 +48,14 @@ class LaunchError : public std::runtime_error {
 // the device allows it. Throws LaunchConfigError.
 void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
 
-// Whether two configurations are the same but for the stream: validate_launch judges them alike.
-bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept;
+// Whether two configurations are the same but for the stream: validate_launch judges them alike. (Inline: every
+// launch's memo asks it.)
+inline bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept {
+  auto same = [](const Dim3& x, const Dim3& y) { return x.x == y.x && x.y == y.y && x.z == y.z; };
+  return same(a.grid, b.grid) && same(a.block, b.block) && same(a.cluster, b.cluster) &&
+         a.shared_mem == b.shared_mem && a.cooperative == b.cooperative &&
+         a.programmatic_dependent == b.programmatic_dependent;
+}
 
 // validate_launch, skipped when the calling thread's last call here validated the same shape (same_shape) for the
 // same Function (by serial(): a new Function at a freed one's address is not taken for it) on the same device. Only

@@ -68,7 +68,8 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
                                 : find(k, args, n, check_args);
   if (!s || !s->usable || s->args.size() != n) return false;
   alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];  // the kernel's parameter space
-  std::memset(buffer, 0, s->bytes);  // the padding between parameters passes as zeros, never stack garbage
+  // The padding between parameters passes as zeros, never stack garbage (each accepted parameter is written whole).
+  if (s->padded) std::memset(buffer, 0, s->bytes);
   int device = -1;
   for (std::size_t i = 0; i < n; ++i) {
     const ShortcutArg& a = s->args[i];
@@ -251,6 +252,7 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n,
     s->args.push_back(a);
   }
   s->bytes = layout->bytes;
+  s->padded = layout->padded;
   s->usable = s->usable && arrays && s->bytes <= LaunchShortcut::kMaxBytes;
   k.shortcuts.push_back(std::move(s));
 }
