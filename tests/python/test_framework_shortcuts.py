@@ -150,6 +150,21 @@ for slots in (True, False):
     launch(learnt, (a, A(0x7F0000040000), 8))
     a.gpu_data = Pointer(0x7F0000060000)
     results[f"{tag}: field changed"] = launch(learnt, (a, A(0x7F0000040000), 8))
+
+    def missing_stream():
+        a = A(0x7F0000030000)
+        del a.stream
+        return (a, A(0x7F0000040000), 8)
+
+    both(f"{tag}: stream missing", missing_stream)
+    if not slots:
+        b = A(0x7F0000050000)
+        launch(learnt, (b, A(0x7F0000040000), 8))
+        b.__dict__ = dict(b.__dict__, gpu_data=Pointer(0x7F0000090000))   # another dict object: read from it
+        results[f"{tag}: dict replaced"] = launch(learnt, (b, A(0x7F0000040000), 8))
+        A.stream = 0   # a class attribute (A gets a new version): an instance's own still wins, else this one is read
+        both(f"{tag}: own stream over the class's", lambda: (A(0x7F0000030000, stream=7), A(0x7F0000040000), 8))
+        both(f"{tag}: the class's stream", missing_stream)
     p7 = Pointer(0x7F0000070000)
     A.gpu_data = property(lambda self: p7, lambda self, value: None)
     results[f"{tag}: type changed"] = launch(learnt, (A(0x7F0000010000), A(0x7F0000040000), 8))
@@ -213,3 +228,21 @@ def test_changed_fields_and_types_are_read_afresh(results, tag):
         r = results[f"{tag}: {case}"]
         assert r["error"] is None and r["launched"] == 1, (case, r)
         assert address(r["params"], 0) == want, (case, r)
+
+
+@pytest.mark.parametrize("tag", ["numba slots", "numba dict"])
+def test_numba_fields_follow_getattr(results, tag):
+    r = results[f"{tag}: stream missing"]   # no attribute: the shortcut declines, the full path says why
+    assert r["full"]["error"] is not None and r["full"]["launched"] == 0, r
+    assert r["shortcut"] == r["full"], r
+    if tag != "numba dict":
+        return
+    r = results[f"{tag}: dict replaced"]
+    assert r["error"] is None and r["launched"] == 1 and r["shortcut"] == 1, r
+    assert address(r["params"], 0) == 0x7F0000090000, r
+    r = results[f"{tag}: own stream over the class's"]   # stream=7 on the instance: declined, the full path waits
+    assert r["shortcut"]["error"] is None and r["shortcut"]["shortcut"] == 0, r
+    assert r["shortcut"]["params"] == r["full"]["params"], r
+    r = results[f"{tag}: the class's stream"]   # none on the instance: the class's 0, taken by the shortcut
+    assert r["shortcut"]["error"] is None and r["shortcut"]["shortcut"] == 1 and r["full"]["shortcut"] == 0, r
+    assert r["shortcut"]["params"] == r["full"]["params"], r
