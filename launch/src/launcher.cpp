@@ -31,15 +31,9 @@ bool is_fault(CUresult rc) {
 
 }  // namespace
 
-void validate_launch_memo(const Function& function, const LaunchConfig& config, const Device& device) {
-  struct Memo {
-    std::uint64_t function = 0;  // Function::serial(); 0: none yet
-    const Device* device = nullptr;
-    LaunchConfig config;
-  };
-  thread_local Memo memo;
-  if (memo.function == function.serial() && memo.device == &device && same_shape(memo.config, config)) return;
+void launch_detail::validate_and_remember(const Function& function, const LaunchConfig& config, const Device& device) {
   validate_launch(function, config, device);
+  ValidatedMemo& memo = t_validated;
   memo = {function.serial(), &device, config};
   memo.config.stream = CU_STREAM_LEGACY;  // the shape only: no stream handle is kept
 }
