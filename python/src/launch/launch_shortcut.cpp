@@ -149,7 +149,9 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
     }
   }
   if (device < 0) return false;  // no array: the full path picks the current device
-  const Device& dev = Device::get(device);
+  // The last launch's device when it is this one (Device::get's object for the ordinal: one per device), else asked.
+  const Device& dev =
+      k.checked_device && k.checked_device->ordinal() == device ? *k.checked_device : Device::get(device);
   // The kernel on this device: the last launch's (one compare), else the one a full-path launch
   // resolved there (its binary's arch checked then); a device not launched on yet declines.
   const Function* f = k.function;
