@@ -88,6 +88,8 @@ for slots in (True, False):
     both(f"{tag}: wrong dtype", lambda: (A(0x7F0000030000, "float64"), A(0x7F0000040000), 8))
     both(f"{tag}: NULL data", lambda: (A(0), A(0x7F0000040000), 8))
     both(f"{tag}: ptr not an int", lambda: (with_ptr(A(0x7F0000030000), 1.5), A(0x7F0000040000), 8))
+    both(f"{tag}: negative ptr", lambda: (with_ptr(A(0x7F0000030000), -4096), A(0x7F0000040000), 8))
+    both(f"{tag}: ptr past 2**64", lambda: (with_ptr(A(0x7F0000030000), 2**64 + 4096), A(0x7F0000040000), 8))
     # A slot's value changed in place: read afresh.
     a = A(0x7F0000050000)
     launch(learnt, (a, A(0x7F0000040000), 8))
@@ -195,9 +197,10 @@ def test_the_shortcut_launches_what_the_full_path_launches(results, tag):
 
 @pytest.mark.parametrize("tag", ["slots", "dict"])
 def test_refusals_after_the_shortcut_are_the_full_paths(results, tag):
-    for case in ("wrong dtype", "NULL data", "ptr not an int"):
+    for case in ("wrong dtype", "NULL data", "ptr not an int", "negative ptr", "ptr past 2**64"):
         r = results[f"{tag}: {case}"]
-        assert r["full"]["error"] is not None and r["full"]["error"].startswith(("TypeError", "ValueError")), r
+        assert r["full"]["error"] is not None and r["full"]["error"].startswith(("TypeError", "ValueError",
+                                                                                 "OverflowError")), r
         assert r["full"]["error"].startswith("TypeError: k: argument 0") or "argument 0" in r["full"]["error"], r
         assert r["shortcut"] == r["full"], r
         assert r["shortcut"]["launched"] == 0, r
