@@ -64,19 +64,20 @@ std::string make_trace_dir() {
   const char* env = std::getenv("TMPDIR");
   const std::string tmp = env && *env ? env : "/tmp";
   std::string templ = tmp + "/jitbridge-trace-XXXXXX";
-  std::string warning;
+  std::string why;
   if (!::mkdtemp(templ.data())) {
-    warning = fmt::format("NVRTC's header traces cannot be kept in {}: {}", tmp, std::strerror(errno));
+    why = std::strerror(errno);
   } else if (const detail::DirectoryCheck check = detail::check_private_directory(templ); !check.ok) {
     ::rmdir(templ.c_str());
-    warning = fmt::format("NVRTC's header traces cannot be kept in {}: {}", tmp,
-                          detail::refusal_reason(check, "TMPDIR"));
+    why = detail::refusal_reason(check, "TMPDIR");
   } else {
     return templ;
   }
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
-    warn(warning + "; compiles that may read headers from outside the toolkit are not cached");
+    warn(fmt::format("NVRTC's header traces cannot be kept in {}: {}; compiles that may read headers from outside the "
+                     "toolkit are not cached",
+                     tmp, why));
   return {};
 }
 

@@ -326,20 +326,17 @@ launch_detail::Slot* thread_slots(std::size_t n) {
   }
 }
 
-// A C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) for parameter `p` by accept_array's rules
-// from the caller's fields, no slot or view, but for the device: it must be the launch's `device` (pack_fast's
+// A C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) for parameter `p` by accept_array, read
+// as fill_slot reads it (as_dltensor), no slot or view; its device must be the launch's `device` (pack_fast's
 // outcome is accept_array's: an array on another device makes the launch decline whichever array names it).
 // 1: accepted and written; 0: declined; -1: not plain (the caller fills its slot). Never throws.
 [[gnu::always_inline]] inline int take_plain_array(const FastParam& p, const jitbridge_array& r, int device,
                                                    unsigned char* space) noexcept {
-  if (r.strides || !plain_dltensor(as_dltensor(r))) return -1;
-  if (p.kind != FastParam::Kind::pointer || p.size != sizeof(void*) || !p.takes_arrays) return 0;
-  if (r.readonly && !p.pointee_const) return 0;
-  if ((r.device_type != kDLCUDA && r.device_type != kDLCUDAManaged) || r.device_id != device) return 0;
-  const DLDataType dtype{r.dtype_code, r.dtype_bits, r.dtype_lanes};
-  if (!pointee_accepts(p.any_dtype, p.char_like, p.dtype, dtype)) return 0;
-  std::memcpy(space + p.offset, &r.data, sizeof r.data);
-  return 1;
+  if (r.strides) return -1;
+  const DLTensor t = as_dltensor(r);
+  if (!plain_dltensor(t)) return -1;
+  int used = device;  // accept_array's device rule: this one array on the launch's device
+  return accept_array(p, t.data, t.device, t.dtype, r.readonly != 0, used, space) ? 1 : 0;
 }
 
 // take_plain_array's common case as one test (the fast lane): a C-contiguous array in device memory (kDLCUDA) on the
@@ -355,11 +352,10 @@ static_assert(sizeof(DLDataType) == 4 && offsetof(DLDataType, bits) == 1 && offs
   std::uint32_t dtype = 0, want = 0;  // code, bits, lanes, compared at once
   std::memcpy(&dtype, &r.dtype_code, sizeof dtype);
   std::memcpy(&want, &p.dtype, sizeof want);
-  // plain_fields with its dtype checks done by the comparison (p.exact_array: a pointer of sizeof(void*) that
-  // takes_arrays without any_dtype, so p.dtype has bits and lanes; p.item is its extent_item).
+  // The dtype is the parameter's exactly (p.exact_array: a pointer of sizeof(void*) that takes_arrays without
+  // any_dtype, so p.dtype has bits and lanes).
   if (!p.exact_array || dtype != want || r.device_type != kDLCUDA || r.device_id != device ||
-      (r.readonly && !p.pointee_const) || r.strides || r.ndim < 0 || r.ndim > static_cast<std::int32_t>(kMaxNdim) ||
-      (r.ndim > 0 && !r.shape) || !plain_extent(r.data, 0, p.item, r.ndim, r.shape))
+      (r.readonly && !p.pointee_const) || !plain_fields(r.data, 0, p.dtype, r.ndim, r.shape, r.strides))
     return false;
   std::memcpy(space + p.offset, &r.data, sizeof r.data);
   return true;

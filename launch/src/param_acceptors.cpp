@@ -27,7 +27,6 @@ std::vector<FastParam> fast_params(const Signature& signature, const std::vector
       f.pointee_const = pp.pointee_const;
       f.dtype = pp.dtype;
       f.exact_array = f.takes_arrays && !f.any_dtype && f.size == sizeof(void*);
-      if (f.exact_array) f.item = static_cast<std::uint32_t>(extent_item(f.dtype));
     } else if (pp.kind == K::scalar && (pp.scalar == S::signed_int || pp.scalar == S::unsigned_int)) {
       f.kind = FastParam::Kind::integer;
       f.is_signed = pp.scalar == S::signed_int;

@@ -187,12 +187,15 @@ void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& view, std::
 // without throwing and with strides NULL, so a caller that reads only a view's address, device, dtype and
 // readonly (the C interface's launch) may skip filling shape and strides. Inline (the launch path calls it per
 // array). Never throws.
-// plain_fields is the same test over a tensor's fields (the C interface's jitbridge_array has them, no DLTensor);
-// plain_extent its size rule alone, for `ndim` (0 to kMaxNdim) extents at `shape` (non-NULL when ndim > 0) of
-// `item` bytes each (extent_item of a dtype with bits and lanes).
-[[gnu::always_inline]] inline bool plain_extent(const void* data, std::uint64_t byte_offset, std::int64_t item,
-                                                std::int32_t ndim, const std::int64_t* shape) noexcept {
-  std::int64_t bytes = item;
+// plain_fields is the same test over a tensor's fields (the C interface's jitbridge_array has them, no DLTensor).
+[[gnu::always_inline]] inline bool plain_fields(const void* data, std::uint64_t byte_offset, DLDataType dtype,
+                                                std::int32_t ndim, const std::int64_t* shape,
+                                                const std::int64_t* strides) noexcept {
+  // fill_from_dltensor's checks and rules 1 to 5 with strides NULL (check_layout's contiguous case), as one test.
+  if (strides || ndim < 0 || static_cast<std::size_t>(ndim) > kMaxNdim || (ndim > 0 && !shape) || dtype.lanes == 0 ||
+      dtype.bits == 0)
+    return false;
+  std::int64_t bytes = extent_item(dtype);
   bool empty = false;
   for (std::int32_t i = 0; i < ndim; ++i) {
     const std::int64_t n = shape[i];
@@ -203,15 +206,6 @@ void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& view, std::
   std::uintptr_t first = 0, last = 0;
   if (!checked::add(reinterpret_cast<std::uintptr_t>(data), byte_offset, first)) return false;
   return empty || (data && checked::add(first, bytes - 1, last));
-}
-[[gnu::always_inline]] inline bool plain_fields(const void* data, std::uint64_t byte_offset, DLDataType dtype,
-                                                std::int32_t ndim, const std::int64_t* shape,
-                                                const std::int64_t* strides) noexcept {
-  // fill_from_dltensor's checks and rules 1 to 5 with strides NULL (check_layout's contiguous case), as one test.
-  if (strides || ndim < 0 || static_cast<std::size_t>(ndim) > kMaxNdim || (ndim > 0 && !shape) || dtype.lanes == 0 ||
-      dtype.bits == 0)
-    return false;
-  return plain_extent(data, byte_offset, extent_item(dtype), ndim, shape);
 }
 inline bool plain_dltensor(const DLTensor& t) noexcept {
   return plain_fields(t.data, t.byte_offset, t.dtype, t.ndim, t.shape, t.strides);

@@ -27,12 +27,11 @@ struct FastParam {
   bool char_like = false;     // pointer: char*
   bool pointee_const = false; // pointer: const T* (read-only and immutable arrays need it)
   // pointer: takes_arrays of exactly `dtype` (not void*) into sizeof(void*) bytes, so an array of that dtype needs only
-  // the array's own checks (the C interface's exact lane, take_exact_array); `item` is then extent_item(dtype).
+  // the array's own checks (the C interface's exact lane, take_exact_array).
   bool exact_array = false;
   std::uint16_t size = 0;     // the parameter's bytes
   std::uint16_t offset = 0;   // where they go in the parameter space
   DLDataType dtype{};         // pointer, unless any_dtype
-  std::uint32_t item = 0;     // exact_array: the bytes of one element of `dtype`
 };
 
 // The fast path's view of `signature` packed with `plan` (plan_signature or unchecked_plan) and laid out as
