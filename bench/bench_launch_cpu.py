@@ -7,6 +7,8 @@ jitbridge's own cost per launch (the fake driver's share is a few ns), to compar
 after a change to the launch path; the GPU goals stay bench_launch.py's. Needs the build tree (bash scripts/setup):
 
     python3 bench/bench_launch_cpu.py [build]
+    python3 bench/bench_launch_cpu.py build --count CASE N   # only N launches of the cases whose name holds CASE,
+                                                             # after 100 each (bench_launch_instructions.py)
 """
 import os
 import statistics
@@ -17,21 +19,28 @@ from pathlib import Path
 ROUNDS, BATCH = 15, 20000
 
 
-def reexec_on_fake_driver(build):
-    """Runs this script again with the fake driver first on LD_LIBRARY_PATH and the build tree on PYTHONPATH."""
+def fake_driver_env(build):
+    """The environment of a child on the fake driver: it first on LD_LIBRARY_PATH, the build tree on PYTHONPATH."""
     fake = build / "tests" / "fake_cuda"
     if not (fake / "libcuda.so.1").is_file():
         sys.exit(f"bench_launch_cpu: no fake driver at {fake} (build the jitbridge_test_fake_cuda target)")
-    env = dict(os.environ, BENCH_LAUNCH_CPU_CHILD="1", JITBRIDGE_CACHE="0",
+    env = dict(os.environ, BENCH_LAUNCH_CPU_CHILD="1",
                LD_LIBRARY_PATH=os.pathsep.join(p for p in (str(fake), os.environ.get("LD_LIBRARY_PATH")) if p),
                PYTHONPATH=os.pathsep.join([str(build / "python"), str(build / "python_testing")]))
-    os.execve(sys.executable, [sys.executable, __file__, str(build)], env)
+    env.setdefault("JITBRIDGE_CACHE", "0")  # bench_launch_instructions.py gives a cache directory instead
+    return env
+
+
+def reexec_on_fake_driver(build, argv):
+    """Runs this script again in fake_driver_env."""
+    os.execve(sys.executable, [sys.executable, __file__, str(build), *argv], fake_driver_env(build))
 
 
 def main():
     build = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "build").resolve()
+    count = sys.argv[2:5] if len(sys.argv) == 5 and sys.argv[2] == "--count" else None
     if os.environ.get("BENCH_LAUNCH_CPU_CHILD") != "1":
-        reexec_on_fake_driver(build)
+        reexec_on_fake_driver(build, sys.argv[2:])
     import jitbridge
     import jitbridge_testing as hooks
 
@@ -121,6 +130,16 @@ extern "C" __global__ void k(const float* a, const float* b, float* c, float* d,
         "k((1,), (32,), (4 C exchange-API arrays, int), check_args=False)":
             lambda: k((1,), (32,), (fx[0], fx[1], fx[2], fx[3], 32), check_args=False),
     }
+    if count:
+        chosen = [f for name, f in cases.items() if count[1] in name]
+        if not chosen:
+            sys.exit(f"bench_launch_cpu: no case holds {count[1]!r}")
+        for f in chosen:
+            for _ in range(100):
+                f()
+            for _ in range(int(count[2])):
+                f()
+        return 0
     samples = {name: [] for name in cases}
     for f in cases.values():
         for _ in range(100):

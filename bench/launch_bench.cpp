@@ -4,11 +4,15 @@
 // the C interface (jitbridge/c_api.h: checked, as a native add-on launches), all of one Function (the C interface's
 // kernel_from_source copy, its own module, last). They are timed round-robin, one batch of each per round.
 // Prints "name_us microseconds" (median) and "ratio_name ratio" (median of per-round ratios to raw) lines;
-// bench_c_api.py prints the table.
+// bench_c_api.py prints the table. With arguments `--count ROW N` it only runs N launches of one row (raw, cpp, c_api,
+// c_api_bare) inside counted_launches() and exits, for instruction counts on the fake driver
+// (bench/bench_launch_instructions.py runs it under callgrind).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "jitbridge/c_api.h"
@@ -18,13 +22,19 @@
 using namespace jitbridge;
 using Clock = std::chrono::steady_clock;
 
+// `n` calls of `one`: the only frame callgrind collects in --count mode (--toggle-collect).
+[[gnu::noinline]] void counted_launches(void (*one)(void*), void* state, long n) {
+  for (long i = 0; i < n; ++i) one(state);
+}
+
 const char* const kSource =
     "extern \"C\" __global__ void k(const float* a, const float* b, float* c, float* d, int n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) { c[i] = a[i] + b[i]; d[i] = a[i] * b[i]; }\n}\n";
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    const bool count_mode = argc == 4 && std::strcmp(argv[1], "--count") == 0;
     const DriverApi& api = driver();
     const Device& dev = Device::get(0);
     dev.make_current();
@@ -139,6 +149,21 @@ int main() {
         throw std::runtime_error(message);
       }
     };
+    if (count_mode) {
+      const std::string row = argv[2];
+      const long count = std::atol(argv[3]);
+      auto run = [&](auto& one) { counted_launches([](void* f) { (*static_cast<decltype(&one)>(f))(); }, &one, count); };
+      auto raw = [&] { check(api.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, CU_STREAM_LEGACY, params, nullptr), "launch"); };
+      auto typed = [&] { launch(*function, dev, config, a, b, c, d, n); };
+      if (row == "raw") run(raw);
+      else if (row == "cpp") run(typed);
+      else if (row == "c_api") run(c_api_launch);
+      else if (row == "c_api_bare") run(c_api_bare);
+      else throw std::runtime_error("--count: no row " + row + " (raw, cpp, c_api, c_api_bare)");
+      capi->kernel_release(ck);
+      capi->kernel_release(own);
+      return 0;
+    }
     // Round-robin by batch: each round times one batch of every row, so drift hits the rows alike; each row prints
     // its median, and each jitbridge row also the median over rounds of its ratio to that round's raw batch.
     const char* const names[] = {"raw_culaunchkernel", "raw_culaunchkernel_buffer_form", "jitbridge_cpp_launch",

@@ -56,8 +56,8 @@ const Device& Device::get(int ordinal) {
   }
 }
 
-Device::Device(int ordinal) : ordinal_(ordinal) {
-  const DriverApi& api = driver();
+Device::Device(int ordinal) : ordinal_(ordinal), api_(&driver()) {
+  const DriverApi& api = *api_;
   check(api.cuDeviceGet(&device_, ordinal), "cuDeviceGet");
   check(api.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
   DeviceLimits& l = limits_;
@@ -86,16 +86,12 @@ void Device::make_current() const {
   check(api.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
 }
 
-ContextGuard::ContextGuard(const Device& device) {
-  const DriverApi& api = driver();
-  CUcontext current = nullptr;
-  if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == device.context()) return;
-  check(api.cuCtxPushCurrent(device.context()), "cuCtxPushCurrent");
+void ContextGuard::push(const Device& device) {
+  check(device.api().cuCtxPushCurrent(device.context()), "cuCtxPushCurrent");
   pushed_ = true;
 }
 
-ContextGuard::~ContextGuard() {
-  if (!pushed_) return;
+void ContextGuard::pop() noexcept {
   CUcontext popped = nullptr;
   driver().cuCtxPopCurrent(&popped);
 }

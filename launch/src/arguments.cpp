@@ -330,6 +330,9 @@ std::optional<ParamLayout> param_layout(const Signature& signature) {
   } catch (const ArgumentError&) {
     return std::nullopt;
   }
+  std::size_t covered = 0;  // parameters never overlap (lay_out places each past the one before)
+  for (const Param& p : signature.params) covered += p.size;
+  layout.padded = covered != layout.bytes;
   return layout;
 }
 

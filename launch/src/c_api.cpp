@@ -352,10 +352,10 @@ static_assert(sizeof(DLDataType) == 4 && offsetof(DLDataType, bits) == 1 && offs
   std::uint32_t dtype = 0, want = 0;  // code, bits, lanes, compared at once
   std::memcpy(&dtype, &r.dtype_code, sizeof dtype);
   std::memcpy(&want, &p.dtype, sizeof want);
-  // The dtype is the parameter's exactly (p.dtype has bits and lanes: takes_arrays without any_dtype).
-  if (dtype != want || r.device_type != kDLCUDA || r.device_id != device || p.kind != FastParam::Kind::pointer ||
-      p.size != sizeof(void*) || !p.takes_arrays || p.any_dtype || (r.readonly && !p.pointee_const) ||
-      !plain_fields(r.data, 0, p.dtype, r.ndim, r.shape, r.strides))
+  // The dtype is the parameter's exactly (p.exact_array: a pointer of sizeof(void*) that takes_arrays without
+  // any_dtype, so p.dtype has bits and lanes).
+  if (!p.exact_array || dtype != want || r.device_type != kDLCUDA || r.device_id != device ||
+      (r.readonly && !p.pointee_const) || !plain_fields(r.data, 0, p.dtype, r.ndim, r.shape, r.strides))
     return false;
   std::memcpy(space + p.offset, &r.data, sizeof r.data);
   return true;
@@ -366,10 +366,11 @@ static_assert(sizeof(DLDataType) == 4 && offsetof(DLDataType, bits) == 1 && offs
 // filled into its slot (fill_slot: validated, as the full path reads it) and goes to accept_value. A decline (false)
 // leaves the slots as they were: the full path refills them. Throws what fill_slot throws for the first argument it
 // refuses, as the full path would (every earlier argument was accepted, so it filled alike).
-bool pack_fast(const std::vector<FastParam>& fast, std::size_t bytes, const jitbridge_arg* args, std::size_t n,
+bool pack_fast(const std::vector<FastParam>& fast, const ParamLayout& layout, const jitbridge_arg* args, std::size_t n,
                const Function& function, int device, unsigned char* space) {
-  if (fast.size() != n || bytes > kFastSpaceBytes) return false;
-  std::memset(space, 0, bytes);  // the padding between parameters passes as zeros, never stack garbage
+  if (fast.size() != n || layout.bytes > kFastSpaceBytes) return false;
+  // The padding between parameters passes as zeros, never stack garbage (an accepted parameter is written whole).
+  if (layout.padded) std::memset(space, 0, layout.bytes);
   for (std::size_t i = 0; i < n; ++i) {
     const jitbridge_arg& a = args[i];
     if (a.kind != JITBRIDGE_ARG_ARRAY) {
@@ -396,7 +397,8 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
   if (config->struct_size < sizeof(jitbridge_launch_config))
     return set_error(JITBRIDGE_ERROR_VERSION, "launch: config->struct_size is smaller than version 1.0's "
                                               "jitbridge_launch_config (set it to sizeof(jitbridge_launch_config))");
-  return guarded([&] {
+  // guarded()'s try/catch written out: the body stays in this frame (no closure call per launch).
+  try {
     const ResolvedKernel& resolved = resolved_of(function);
     const Function& f = *resolved.function;
     const Device& device = *resolved.device;
@@ -412,11 +414,10 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     // The plan's acceptors, each argument filled and accepted in one pass; any decline: the full path decides.
     alignas(16) unsigned char space[kFastSpaceBytes];
     const ParamLayout* layout = resolved.plan ? resolved.plan->layout() : nullptr;
-    if (layout && pack_fast(resolved.plan->fast(check_args), layout->bytes, args, n_args, f, device.ordinal(),
-                            space)) {
+    if (layout && pack_fast(resolved.plan->fast(check_args), *layout, args, n_args, f, device.ordinal(), space)) {
       validate_launch_memo(f, c, device);
       jitbridge::launch(f, c, device, ParamBytes{space, layout->bytes, layout->offsets.data(), layout->offsets.size()});
-      return;
+      return JITBRIDGE_OK;
     }
     // pack_accepted would decline too (pack_fast applies its rules): straight to the full path.
     launch_detail::Slot* slots = thread_slots(n_args);
@@ -425,7 +426,10 @@ int launch(const jitbridge_function* function, const jitbridge_launch_config* co
     launch_detail::pack_all(f, slots, n_args, device.ordinal(), buffer, check_args);
     validate_launch_memo(f, c, device);
     jitbridge::launch(f, c, device, buffer);
-  });
+    return JITBRIDGE_OK;
+  } catch (...) {
+    return current_error();
+  }
 }
 
 int mem_alloc(int device, std::size_t bytes, CUstream_st* stream, std::uint64_t* out) {

@@ -31,22 +31,9 @@ bool is_fault(CUresult rc) {
 
 }  // namespace
 
-bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept {
-  auto same = [](const Dim3& x, const Dim3& y) { return x.x == y.x && x.y == y.y && x.z == y.z; };
-  return same(a.grid, b.grid) && same(a.block, b.block) && same(a.cluster, b.cluster) &&
-         a.shared_mem == b.shared_mem && a.cooperative == b.cooperative &&
-         a.programmatic_dependent == b.programmatic_dependent;
-}
-
-void validate_launch_memo(const Function& function, const LaunchConfig& config, const Device& device) {
-  struct Memo {
-    std::uint64_t function = 0;  // Function::serial(); 0: none yet
-    const Device* device = nullptr;
-    LaunchConfig config;
-  };
-  thread_local Memo memo;
-  if (memo.function == function.serial() && memo.device == &device && same_shape(memo.config, config)) return;
+void launch_detail::validate_and_remember(const Function& function, const LaunchConfig& config, const Device& device) {
   validate_launch(function, config, device);
+  ValidatedMemo& memo = t_validated;
   memo = {function.serial(), &device, config};
   memo.config.stream = CU_STREAM_LEGACY;  // the shape only: no stream handle is kept
 }
@@ -113,9 +100,35 @@ void validate_launch(const Function& function, const LaunchConfig& c, const Devi
 
 namespace {
 
+// What a launch that the driver refused with `rc` throws (out of line: the launch's own frame stays small).
+[[noreturn, gnu::cold, gnu::noinline]] void launch_failed(const Function& function, const LaunchConfig& c,
+                                                          const Device& device, CUresult rc) {
+  const DriverApi& api = device.api();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  api.cuGetErrorName(rc, &name);
+  api.cuGetErrorString(rc, &text);
+  if (is_fault(rc)) {
+    const char* previous = g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()].load(
+        std::memory_order_relaxed);
+    throw LaunchError(fmt::format("launching {} on cuda:{}: an earlier kernel faulted ({}: {}); the kernel launched last "
+                                  "there was '{}'. The device's context is now unusable: restart the process",
+                                  function.name(), device.ordinal(), name ? name : "?", text ? text : "",
+                                  previous ? previous : "unknown"),
+                      rc);
+  }
+  if (rc == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    throw LaunchError(fmt::format("launching {} on cuda:{}: a cooperative grid of {} blocks cannot be resident at once",
+                                  function.name(), device.ordinal(), c.grid.count()),
+                      rc);
+  throw LaunchError(fmt::format("launching {} on cuda:{} failed: {} ({})", function.name(), device.ordinal(),
+                                name ? name : "?", text ? text : ""),
+                    rc);
+}
+
 // The launch itself: `params` or `extra` in cuLaunchKernel's sense (one of them null).
 void launch_with(const Function& function, const LaunchConfig& c, const Device& device, void** params, void** extra) {
-  const DriverApi& api = driver();
+  const DriverApi& api = device.api();
   // The device's context for this call only: the caller's current device (torch's, CuPy's, the
   // runtime's: all read the driver's current context) is the same afterwards.
   const ContextGuard context(device);
@@ -157,30 +170,9 @@ void launch_with(const Function& function, const LaunchConfig& c, const Device& 
     cfg.numAttrs = n;
     rc = api.cuLaunchKernelEx(&cfg, fn, params, extra);
   }
-  auto& last = g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()];
-  if (rc == CUDA_SUCCESS) {
-    last.store(function.interned_name(), std::memory_order_relaxed);
-    return;
-  }
-  const char* name = nullptr;
-  const char* text = nullptr;
-  api.cuGetErrorName(rc, &name);
-  api.cuGetErrorString(rc, &text);
-  if (is_fault(rc)) {
-    const char* previous = last.load(std::memory_order_relaxed);
-    throw LaunchError(fmt::format("launching {} on cuda:{}: an earlier kernel faulted ({}: {}); the kernel launched last "
-                                  "there was '{}'. The device's context is now unusable: restart the process",
-                                  function.name(), device.ordinal(), name ? name : "?", text ? text : "",
-                                  previous ? previous : "unknown"),
-                      rc);
-  }
-  if (rc == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
-    throw LaunchError(fmt::format("launching {} on cuda:{}: a cooperative grid of {} blocks cannot be resident at once",
-                                  function.name(), device.ordinal(), c.grid.count()),
-                      rc);
-  throw LaunchError(fmt::format("launching {} on cuda:{} failed: {} ({})", function.name(), device.ordinal(),
-                                name ? name : "?", text ? text : ""),
-                    rc);
+  if (rc != CUDA_SUCCESS) launch_failed(function, c, device, rc);
+  g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()].store(function.interned_name(),
+                                                                                          std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -196,7 +188,9 @@ void launch(const Function& function, const LaunchConfig& config, const Device& 
     // The driver's pointer form: parameter i at its offset in the space (the same bytes; the driver
     // reads each parameter's size from the kernel).
     void* params[kMaxParamPointers];
-    for (std::size_t i = 0; i < bytes.count; ++i) params[i] = space + bytes.offsets[i];
+    const std::size_t count = bytes.count;  // locals: the stores into params cannot change them
+    const std::size_t* offsets = bytes.offsets;
+    for (std::size_t i = 0; i < count; ++i) params[i] = space + offsets[i];
     return launch_with(function, config, device, params, nullptr);
   }
   // The size is the parameter space's end (cuLaunchKernel's documented buffer form: the buffer

@@ -207,9 +207,9 @@ const Function::Limits& Function::limits(const Device& device) const {
   return *limits_storage_.back();
 }
 
-CUfunction Function::function_for(const Device& device) const {
+CUfunction Function::load_function(const Device& device) const {
   auto& slot = functions_[static_cast<std::size_t>(device.ordinal()) % functions_.size()];
-  if (CUfunction f = slot.load(std::memory_order_acquire)) return f;
+  if (CUfunction f = slot.load(std::memory_order_acquire)) return f;  // another thread's
   CUfunction f = nullptr;
   check(driver().cuKernelGetFunction(&f, kernel_), "cuKernelGetFunction");
   slot.store(f, std::memory_order_release);

@@ -26,12 +26,13 @@ std::vector<FastParam> fast_params(const Signature& signature, const std::vector
       f.char_like = pp.char_like;
       f.pointee_const = pp.pointee_const;
       f.dtype = pp.dtype;
+      f.exact_array = f.takes_arrays && !f.any_dtype && f.size == sizeof(void*);
     } else if (pp.kind == K::scalar && (pp.scalar == S::signed_int || pp.scalar == S::unsigned_int)) {
       f.kind = FastParam::Kind::integer;
       f.is_signed = pp.scalar == S::signed_int;
-    } else if (pp.kind == K::scalar && pp.scalar == S::boolean) {
-      f.kind = FastParam::Kind::boolean;
-    } else if (pp.kind == K::scalar && pp.scalar == S::floating) {
+    } else if (pp.kind == K::scalar && pp.scalar == S::boolean && param.size == 1) {
+      f.kind = FastParam::Kind::boolean;  // (each acceptor writes its parameter's every byte: ParamLayout::padded)
+    } else if (pp.kind == K::scalar && pp.scalar == S::floating && (param.size == 4 || param.size == 8)) {
       f.kind = FastParam::Kind::floating;
     } else if (pp.kind == K::scalar || pp.kind == K::by_value) {
       f.kind = FastParam::Kind::bytes_only;  // the full path copies the bytes of any scalar or struct parameter

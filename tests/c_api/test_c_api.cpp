@@ -234,6 +234,54 @@ TEST_CASE("c_api: past kMaxParamPointers parameters the fast path passes one buf
   c_api().kernel_release(k);
 }
 
+TEST_CASE("c_api: the fast path's buffer form passes the padding between parameters as zeros") {
+  // gaps(char c0, int p0, ..., char c19, int p19): 40 parameters (the buffer form), 3 bytes of padding after each
+  // char (ParamLayout::padded: the space is zeroed before packing). A launch of ones(long long q0, ..., q19) first
+  // leaves 0xFF bytes where the launch's stack space lies, so a space packed without zeroing would pass them.
+  constexpr int kPairs = 20;
+  std::string gaps_source = "extern \"C\" __global__ void gaps(", ones_source = "extern \"C\" __global__ void ones(";
+  for (int i = 0; i < kPairs; ++i) {
+    gaps_source += std::string(i ? ", " : "") + "char c" + std::to_string(i) + ", int p" + std::to_string(i);
+    ones_source += std::string(i ? ", " : "") + "long long q" + std::to_string(i);
+  }
+  gaps_source += ") {}";
+  ones_source += ") {}";
+  auto resolve = [](const std::string& source, const char* name, jitbridge_kernel*& k) {
+    jitbridge_source s{};
+    s.struct_size = sizeof s;
+    s.source = source.c_str();
+    REQUIRE(c_api().kernel_from_source(&s, name, &k) == JITBRIDGE_OK);
+    jitbridge_function* f = nullptr;
+    REQUIRE(c_api().kernel_resolve(k, 0, &f) == JITBRIDGE_OK);
+    return f;
+  };
+  jitbridge_kernel *kg = nullptr, *km = nullptr;
+  jitbridge_function* fg = resolve(gaps_source, "gaps", kg);
+  jitbridge_function* fm = resolve(ones_source, "ones", km);
+  const jitbridge_launch_config c = config(1, 32);
+  jitbridge_arg ones[kPairs];
+  for (jitbridge_arg& a : ones) a = number(JITBRIDGE_ARG_INT, 0, -1);  // every byte 0xFF
+  jitbridge_arg args[2 * kPairs];
+  unsigned char want[8 * kPairs] = {};
+  for (int i = 0; i < kPairs; ++i) {
+    const int v = 7 * i - 50;
+    args[2 * i] = number(JITBRIDGE_ARG_INT, 0, i + 1);
+    args[2 * i + 1] = number(JITBRIDGE_ARG_INT, 0, v);
+    want[8 * i] = static_cast<unsigned char>(i + 1);
+    std::memcpy(want + 8 * i + 4, &v, 4);
+  }
+  for (int round = 0; round < 3; ++round) {
+    REQUIRE(c_api().launch(fm, &c, ones, kPairs, 0) == JITBRIDGE_OK);
+    REQUIRE(c_api().launch(fg, &c, args, 2 * kPairs, 0) == JITBRIDGE_OK);
+    const FakeCudaLaunch l = last_launch();
+    CHECK((l.buffer_form == 1 && l.pointer_form == 0));
+    REQUIRE(l.param_bytes == sizeof want);
+    CHECK(std::memcmp(l.params, want, sizeof want) == 0);
+  }
+  c_api().kernel_release(kg);
+  c_api().kernel_release(km);
+}
+
 TEST_CASE("c_api: bad arguments are refused with the Python API's messages, naming the argument") {
   Kernel saxpy("saxpy");
   jitbridge_function* f = nullptr;

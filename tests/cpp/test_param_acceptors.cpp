@@ -180,3 +180,34 @@ TEST_CASE("pack_accepted declines what the full path must decide or refuse") {
   CHECK(!declines(0, array(doubles), false));
   CHECK(declines(1, array(host), false));
 }
+
+TEST_CASE("fast_params and param_layout: what is worked out once per kernel") {
+  const Signature& sig = signature();
+  const std::optional<ParamLayout> layout = param_layout(sig);
+  REQUIRE(layout);
+  // padded: some byte between the parameters belongs to none (found here from the offsets, not the sizes' sum).
+  bool gap = false;
+  for (std::size_t i = 0; i + 1 < sig.params.size(); ++i)
+    gap = gap || layout->offsets[i] + sig.params[i].size < layout->offsets[i + 1];
+  CHECK(gap);
+  CHECK(layout->padded == gap);
+  const std::vector<FastParam> fast = fast_params(sig, plan_signature(sig), *layout);
+  REQUIRE(fast.size() == 12);
+  // exact_array: typed scalar pointees only (not void*, not vector pointees, not values).
+  CHECK((fast[0].exact_array && fast[1].exact_array));
+  for (std::size_t i : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) CHECK_FALSE(fast[i].exact_array);
+  CHECK(fast[4].kind == FastParam::Kind::boolean);
+  CHECK((fast[5].kind == FastParam::Kind::floating && fast[6].kind == FastParam::Kind::floating));
+
+  static Cache cache(CacheConfig{false, "", 1 << 20});
+  CompileOptions o;
+  o.arch = "sm_90";
+  const std::shared_ptr<const Program> dense =
+      compile("extern \"C\" __global__ void d(const double* a, float* b, int n, short s, char c) {}", o, &cache);
+  const Kernel* d = dense->find_kernel("d");
+  REQUIRE((d && d->signature));
+  const std::optional<ParamLayout> dl = param_layout(*d->signature);
+  REQUIRE(dl);
+  CHECK(dl->bytes == 8 + 8 + 4 + 2 + 1);  // the end of the last parameter: no padding anywhere
+  CHECK_FALSE(dl->padded);
+}

@@ -88,6 +88,8 @@ for slots in (True, False):
     both(f"{tag}: wrong dtype", lambda: (A(0x7F0000030000, "float64"), A(0x7F0000040000), 8))
     both(f"{tag}: NULL data", lambda: (A(0), A(0x7F0000040000), 8))
     both(f"{tag}: ptr not an int", lambda: (with_ptr(A(0x7F0000030000), 1.5), A(0x7F0000040000), 8))
+    both(f"{tag}: negative ptr", lambda: (with_ptr(A(0x7F0000030000), -4096), A(0x7F0000040000), 8))
+    both(f"{tag}: ptr past 2**64", lambda: (with_ptr(A(0x7F0000030000), 2**64 + 4096), A(0x7F0000040000), 8))
     # A slot's value changed in place: read afresh.
     a = A(0x7F0000050000)
     launch(learnt, (a, A(0x7F0000040000), 8))
@@ -150,6 +152,21 @@ for slots in (True, False):
     launch(learnt, (a, A(0x7F0000040000), 8))
     a.gpu_data = Pointer(0x7F0000060000)
     results[f"{tag}: field changed"] = launch(learnt, (a, A(0x7F0000040000), 8))
+
+    def missing_stream():
+        a = A(0x7F0000030000)
+        del a.stream
+        return (a, A(0x7F0000040000), 8)
+
+    both(f"{tag}: stream missing", missing_stream)
+    if not slots:
+        b = A(0x7F0000050000)
+        launch(learnt, (b, A(0x7F0000040000), 8))
+        b.__dict__ = dict(b.__dict__, gpu_data=Pointer(0x7F0000090000))   # another dict object: read from it
+        results[f"{tag}: dict replaced"] = launch(learnt, (b, A(0x7F0000040000), 8))
+        A.stream = 0   # a class attribute (A gets a new version): an instance's own still wins, else this one is read
+        both(f"{tag}: own stream over the class's", lambda: (A(0x7F0000030000, stream=7), A(0x7F0000040000), 8))
+        both(f"{tag}: the class's stream", missing_stream)
     p7 = Pointer(0x7F0000070000)
     A.gpu_data = property(lambda self: p7, lambda self, value: None)
     results[f"{tag}: type changed"] = launch(learnt, (A(0x7F0000010000), A(0x7F0000040000), 8))
@@ -180,9 +197,10 @@ def test_the_shortcut_launches_what_the_full_path_launches(results, tag):
 
 @pytest.mark.parametrize("tag", ["slots", "dict"])
 def test_refusals_after_the_shortcut_are_the_full_paths(results, tag):
-    for case in ("wrong dtype", "NULL data", "ptr not an int"):
+    for case in ("wrong dtype", "NULL data", "ptr not an int", "negative ptr", "ptr past 2**64"):
         r = results[f"{tag}: {case}"]
-        assert r["full"]["error"] is not None and r["full"]["error"].startswith(("TypeError", "ValueError")), r
+        assert r["full"]["error"] is not None and r["full"]["error"].startswith(("TypeError", "ValueError",
+                                                                                 "OverflowError")), r
         assert r["full"]["error"].startswith("TypeError: k: argument 0") or "argument 0" in r["full"]["error"], r
         assert r["shortcut"] == r["full"], r
         assert r["shortcut"]["launched"] == 0, r
@@ -213,3 +231,21 @@ def test_changed_fields_and_types_are_read_afresh(results, tag):
         r = results[f"{tag}: {case}"]
         assert r["error"] is None and r["launched"] == 1, (case, r)
         assert address(r["params"], 0) == want, (case, r)
+
+
+@pytest.mark.parametrize("tag", ["numba slots", "numba dict"])
+def test_numba_fields_follow_getattr(results, tag):
+    r = results[f"{tag}: stream missing"]   # no attribute: the shortcut declines, the full path says why
+    assert r["full"]["error"] is not None and r["full"]["launched"] == 0, r
+    assert r["shortcut"] == r["full"], r
+    if tag != "numba dict":
+        return
+    r = results[f"{tag}: dict replaced"]
+    assert r["error"] is None and r["launched"] == 1 and r["shortcut"] == 1, r
+    assert address(r["params"], 0) == 0x7F0000090000, r
+    r = results[f"{tag}: own stream over the class's"]   # stream=7 on the instance: declined, the full path waits
+    assert r["shortcut"]["error"] is None and r["shortcut"]["shortcut"] == 0, r
+    assert r["shortcut"]["params"] == r["full"]["params"], r
+    r = results[f"{tag}: the class's stream"]   # none on the instance: the class's 0, taken by the shortcut
+    assert r["shortcut"]["error"] is None and r["shortcut"]["shortcut"] == 1 and r["full"]["shortcut"] == 0, r
+    assert r["shortcut"]["params"] == r["full"]["params"], r

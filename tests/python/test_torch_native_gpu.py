@@ -230,6 +230,43 @@ def test_bad_inputs_raise_before_launching(ops):
         native(x, x.double(), 1.0)
 
 
+def test_dtype_decisions_follow_each_call_and_each_redeclaration(module):
+    # The add-on decides per phase and dtype when a declaration is registered (allowed dtypes, dtype rules, the
+    # kernel of each launch): calls alternating dtypes, then re-declarations narrowing the kernels, must each get the
+    # decision of their own dtype and of the current declaration.
+    name = "jitbridge_native_tests::dtype_tables"
+    op = declare(name, declaration(module), native=True)
+    for dtype in (torch.float64, torch.float32, torch.float64, torch.float32):
+        x, w = inputs((1000,), dtype)
+        poison_allocator()
+        y, z = op(x, w, 0.5)
+        gy, gz = torch.randn_like(y), torch.randn_like(z)
+        gx, gw = torch.autograd.grad((y, z), (x, w), (gy, gz))
+        assert y.dtype == gx.dtype == dtype
+        torch.testing.assert_close((y, z), reference(x.detach(), w.detach(), 0.5))
+        torch.testing.assert_close((gx, gw), (gy * w.detach() + gz, gy * x.detach() - gz))
+    x = torch.randn(10, device="cuda")
+    with pytest.raises(TypeError, match=r"x has dtype float16; the kernels are declared for float32, float64"):
+        op(x.half(), x.half(), 1.0)
+    with pytest.raises(TypeError, match=r"w has dtype float64, expected float32 \(with x of dtype float32\)"):
+        op(x, x.double(), 1.0)
+    with pytest.raises(TypeError, match=r"w has dtype float32, expected float64 \(with x of dtype float64\)"):
+        op(x.double(), x, 1.0)
+    narrowed = declaration(module)  # the same op with float64 kernels only
+    for phase in ("forward", "backward"):
+        launch = narrowed[phase]
+        narrowed[phase] = Launch({"float64": launch.kernels["float64"]}, args=launch.args, grid=launch.grid,
+                                 block=launch.block)
+    declare(name, narrowed, native=True)
+    with pytest.raises(TypeError, match=r"x has dtype float32; the kernels are declared for float64"):
+        op(x, x, 1.0)
+    x, w = inputs((1000,), torch.float64)
+    torch.testing.assert_close(op(x, w, 2.0), reference(x.detach(), w.detach(), 2.0))
+    declare(name, declaration(module), native=True)  # and back: float32 runs again
+    x, w = inputs((1000,), torch.float32)
+    torch.testing.assert_close(op(x, w, 3.0), reference(x.detach(), w.detach(), 3.0))
+
+
 def test_empty_input_launches_nothing(ops):
     native, _ = ops
     x = torch.randn(0, device="cuda", requires_grad=True)

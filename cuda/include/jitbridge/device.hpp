@@ -31,6 +31,7 @@ class Device {
   int ordinal() const { return ordinal_; }
   CUdevice handle() const { return device_; }
   CUcontext context() const { return context_; }
+  const DriverApi& api() const { return *api_; }  // driver()'s table (loaded before any Device is made)
   const DeviceLimits& limits() const { return limits_; }
   const std::string& arch() const { return arch_; }  // "sm_90"
 
@@ -41,6 +42,7 @@ class Device {
  private:
   explicit Device(int ordinal);
   int ordinal_;
+  const DriverApi* api_ = nullptr;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   DeviceLimits limits_;
@@ -50,12 +52,20 @@ class Device {
 // Makes a device's context current for a scope and restores the previous one (push/pop).
 class ContextGuard {
  public:
-  explicit ContextGuard(const Device& device);
-  ~ContextGuard();  // never throws
+  // Inline: one cuCtxGetCurrent when the device's context is current already (every launch asks); push() otherwise.
+  explicit ContextGuard(const Device& device) {
+    CUcontext current = nullptr;
+    if (device.api().cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != device.context()) push(device);
+  }
+  ~ContextGuard() {  // never throws
+    if (pushed_) pop();
+  }
   ContextGuard(const ContextGuard&) = delete;
   ContextGuard& operator=(const ContextGuard&) = delete;
 
  private:
+  void push(const Device& device);  // throws DriverError
+  void pop() noexcept;
   bool pushed_ = false;
 };
 

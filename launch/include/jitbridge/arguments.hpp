@@ -185,6 +185,9 @@ std::vector<std::size_t> param_offsets(const Signature& signature);
 struct ParamLayout {
   std::vector<std::size_t> offsets;
   std::size_t bytes = 0;
+  // Some of the `bytes` lie between parameters (alignment padding): a space packed parameter by parameter must zero
+  // them first (the buffer form passes them); false: every byte belongs to a parameter.
+  bool padded = false;
 };
 // nullopt when the layout ends past kMaxParamBytes (packing then throws param_offsets's error).
 std::optional<ParamLayout> param_layout(const Signature& signature);

@@ -119,7 +119,7 @@ void launch(const Function& function, const Device& device, const LaunchConfig& 
     const std::vector<FastParam>& fast = function.fast();
     if (layout && fast.size() == n && layout->bytes <= kFastSpaceBytes) {
       alignas(16) unsigned char space[kFastSpaceBytes];
-      std::memset(space, 0, layout->bytes);  // padding passes as zeros
+      if (layout->padded) std::memset(space, 0, layout->bytes);  // padding passes as zeros (parameters are written whole)
       const int ordinal = device.ordinal();
       int used = -1;
       [[maybe_unused]] std::size_t i = 0;

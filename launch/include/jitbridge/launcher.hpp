@@ -48,13 +48,36 @@ class LaunchError : public std::runtime_error {
 // the device allows it. Throws LaunchConfigError.
 void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
 
-// Whether two configurations are the same but for the stream: validate_launch judges them alike.
-bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept;
+// Whether two configurations are the same but for the stream: validate_launch judges them alike. (Inline: every
+// launch's memo asks it.)
+inline bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept {
+  auto same = [](const Dim3& x, const Dim3& y) { return x.x == y.x && x.y == y.y && x.z == y.z; };
+  return same(a.grid, b.grid) && same(a.block, b.block) && same(a.cluster, b.cluster) &&
+         a.shared_mem == b.shared_mem && a.cooperative == b.cooperative &&
+         a.programmatic_dependent == b.programmatic_dependent;
+}
+
+namespace launch_detail {
+// The calling thread's last configuration that passed validate_launch, and for what (validate_launch_memo's).
+struct ValidatedMemo {
+  std::uint64_t function = 0;  // Function::serial(); 0: none yet
+  const Device* device = nullptr;
+  LaunchConfig config;         // the shape only (its stream is CU_STREAM_LEGACY): no stream handle is kept
+};
+inline thread_local ValidatedMemo t_validated;
+// validate_launch_memo's miss: validates, then remembers. Throws LaunchConfigError.
+void validate_and_remember(const Function& function, const LaunchConfig& config, const Device& device);
+}  // namespace launch_detail
 
 // validate_launch, skipped when the calling thread's last call here validated the same shape (same_shape) for the
 // same Function (by serial(): a new Function at a freed one's address is not taken for it) on the same device. Only
-// a configuration that passed is remembered. Throws LaunchConfigError.
-void validate_launch_memo(const Function& function, const LaunchConfig& config, const Device& device);
+// a configuration that passed is remembered. Inline: a repeat costs a few compares and no call. Throws
+// LaunchConfigError.
+inline void validate_launch_memo(const Function& function, const LaunchConfig& config, const Device& device) {
+  const launch_detail::ValidatedMemo& memo = launch_detail::t_validated;
+  if (memo.function == function.serial() && memo.device == &device && same_shape(memo.config, config)) return;
+  launch_detail::validate_and_remember(function, config, device);
+}
 
 // A kernel's parameters as one buffer laid out as its parameter space: each parameter at the
 // offset cuKernelGetParamInfo reports (Function checks param_offsets() against it), `size` the

@@ -84,7 +84,12 @@ class Function {
   const Limits& limits(const Device& device) const;
   // The kernel as a CUfunction of `device`'s primary context (cuKernelGetFunction, once per device;
   // launching it skips the per-launch CUkernel lookup). The context must be current.
-  CUfunction function_for(const Device& device) const;
+  CUfunction function_for(const Device& device) const {  // inline: every launch asks
+    if (CUfunction f = functions_[static_cast<std::size_t>(device.ordinal()) % functions_.size()].load(
+            std::memory_order_acquire))
+      return f;
+    return load_function(device);
+  }
   // Raises the kernel's dynamic shared memory limit on `device` to `bytes` if it is lower
   // (once per value). Throws DriverError.
   void allow_dynamic_shared(std::size_t bytes, const Device& device) const;
@@ -100,6 +105,7 @@ class Function {
   std::optional<ParamLayout> layout_;
   std::vector<FastParam> fast_;
   void query_params() const;
+  CUfunction load_function(const Device& device) const;  // function_for's first call per device
   mutable std::vector<std::size_t> param_sizes_, param_offsets_;
   mutable bool params_known_ = false;
   mutable std::array<std::atomic<std::size_t>, 64> shared_allowed_{};  // per device ordinal

@@ -26,6 +26,9 @@ struct FastParam {
   bool any_dtype = false;     // pointer: void*
   bool char_like = false;     // pointer: char*
   bool pointee_const = false; // pointer: const T* (read-only and immutable arrays need it)
+  // pointer: takes_arrays of exactly `dtype` (not void*) into sizeof(void*) bytes, so an array of that dtype needs only
+  // the array's own checks (the C interface's exact lane, take_exact_array).
+  bool exact_array = false;
   std::uint16_t size = 0;     // the parameter's bytes
   std::uint16_t offset = 0;   // where they go in the parameter space
   DLDataType dtype{};         // pointer, unless any_dtype
@@ -58,7 +61,7 @@ inline void accept_null(const FastParam& p, unsigned char* space) noexcept {
 }
 // An integer in its parameter's range (signed_fits / unsigned_fits), as its low bytes (little-endian), into a
 // parameter of 1, 2, 4 or 8 bytes (any other size is a damaged signature: declined, the full path refuses it).
-inline bool accept_integer(const FastParam& p, std::int64_t v, unsigned char* space) noexcept {
+[[gnu::always_inline]] inline bool accept_integer(const FastParam& p, std::int64_t v, unsigned char* space) noexcept {
   if (p.is_signed ? !signed_fits(v, p.size) : (v < 0 || !unsigned_fits(static_cast<std::uint64_t>(v), p.size)))
     return false;
   switch (p.size) {  // fixed-size stores (a memcpy of p.size bytes is a call)

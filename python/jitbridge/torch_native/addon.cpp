@@ -94,10 +94,13 @@ std::string dtype_text(at::ScalarType t) {
   return n ? n : std::string(c10::toString(t));
 }
 
+// The returned outputs of a phase (inline for up to 4: no heap allocation per call).
+using Results = c10::SmallVector<at::Tensor, 4>;
+
 // Runs `p` on the arguments args[0..n): checks, allocations (torch's caching allocator on the inputs' device),
 // launches on torch's current stream of that device. Returns the returned outputs. Throws c10 errors (ValueError,
 // TypeError, RuntimeError in Python) before any launch for bad inputs.
-std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
+Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
   TORCH_CHECK(args.size() == p.kinds.size(), p.op, ": ", p.title, " takes ", p.kinds.size(), " arguments, got ",
               args.size());
   Slots s(p);
@@ -127,27 +130,22 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
     }
   }
   const at::Tensor& lead = s.tensor(p.dispatch);
-  const char* key_name = name_of_dtype(lead.scalar_type());
-  std::string key = key_name ? key_name : "";
-  if (!p.allowed.empty() && !p.trusted) {
-    bool ok = false;
-    for (const auto& a : p.allowed) ok = ok || a == key;
-    if (!ok) {
+  const size_t dtype = static_cast<size_t>(lead.scalar_type());
+  TORCH_CHECK(dtype < kDtypes, p.op, ": ", p.title, ": unknown dtype ", lead.scalar_type());
+  if (!p.trusted) {
+    if (!p.allowed_for[dtype]) {
       std::string list;
       for (const auto& a : p.allowed) list += (list.empty() ? "" : ", ") + a;
       TORCH_CHECK_TYPE(false, p.op, ": ", arg_name(p, static_cast<size_t>(p.dispatch)), " has dtype ",
                        dtype_text(lead.scalar_type()), "; the kernels are declared for ", list);
     }
-  }
-  if (!p.trusted) {
-    auto it = p.require.find(p.keyed ? key : std::string("*"));
-    if (it != p.require.end())
-      for (const auto& [slot, want] : it->second) {
-        const at::Tensor& t = s.tensor(slot);
-        TORCH_CHECK_TYPE(t.scalar_type() == want, p.op, ": ", arg_name(p, static_cast<size_t>(slot)), " has dtype ",
-                         dtype_text(t.scalar_type()), ", expected ", dtype_text(want), " (with ",
-                         arg_name(p, static_cast<size_t>(p.dispatch)), " of dtype ", key, ")");
-      }
+    for (const auto& [slot, want] : p.require_for[dtype]) {
+      const at::Tensor& t = s.tensor(slot);
+      TORCH_CHECK_TYPE(t.scalar_type() == want, p.op, ": ", arg_name(p, static_cast<size_t>(slot)), " has dtype ",
+                       dtype_text(t.scalar_type()), ", expected ", dtype_text(want), " (with ",
+                       arg_name(p, static_cast<size_t>(p.dispatch)), " of dtype ", dtype_key(lead.scalar_type()),
+                       ")");
+    }
   }
   for (const auto& c : p.checks) {
     bool ok = false;
@@ -169,8 +167,7 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
     for (auto& t : s.tensors)
       if (t.defined() && !t.is_contiguous()) t = t.contiguous();
   const c10::Device device = lead.device();
-  std::vector<at::Tensor> results;
-  results.reserve(p.outs.size());
+  Results results;
   for (const auto& r : p.outs) {
     at::ScalarType dtype = r.dtype_slot >= 0 ? s.tensor(r.dtype_slot).scalar_type() : r.dtype_fixed;
     c10::SmallVector<int64_t, 6> shape;
@@ -208,9 +205,7 @@ std::vector<at::Tensor> run_phase(const Phase& p, c10::ArrayRef<c10::IValue> arg
                           v);
         block[d] = static_cast<uint32_t>(v);
       }
-      jitbridge_kernel* kernel = nullptr;
-      for (const auto& [k, kk] : l.kernels)
-        if (k == "*" || k == key) kernel = kk;  // "*": the one kernel of an unkeyed launch
+      jitbridge_kernel* kernel = l.kernel_for[dtype];
       TORCH_CHECK_TYPE(kernel != nullptr, p.op, ": ", p.title, ": no kernel for dtype ", lead.scalar_type());
       jitbridge_function* fn = nullptr;
       int rc = g_api->kernel_resolve(kernel, device.index(), &fn);
@@ -277,7 +272,7 @@ c10::ArrayRef<c10::IValue> arguments(const torch::jit::Stack* stack, size_t n, c
   return torch::jit::last(*stack, n);
 }
 
-void push_results(torch::jit::Stack* stack, size_t n_args, std::vector<at::Tensor>&& results) {
+void push_results(torch::jit::Stack* stack, size_t n_args, Results&& results) {
   torch::jit::drop(*stack, n_args);
   for (auto& r : results) stack->emplace_back(std::move(r));
 }
@@ -314,8 +309,9 @@ class JitbridgeNode final : public torch::autograd::Node {
     torch::jit::Stack stack;
     stack.reserve(std::max(saved_.size() + e.grad_outputs.size() + scalars_.size(), e.grad_inputs.size()));
     bool any_requires_grad = false;
+    std::shared_ptr<torch::autograd::Node> self = saved_.empty() ? nullptr : shared_from_this();
     for (const auto& sv : saved_) {
-      at::Tensor t = sv.unpack(shared_from_this());  // throws for freed (no retain_graph) or modified tensors
+      at::Tensor t = sv.unpack(self);  // throws for freed (no retain_graph) or modified tensors
       any_requires_grad = any_requires_grad || t.requires_grad();
       stack.emplace_back(std::move(t));
     }
@@ -353,11 +349,12 @@ class JitbridgeNode final : public torch::autograd::Node {
     for (auto& sv : saved_) sv.reset_data();
   }
 
+  // Inline storage for the usual few tensors and scalars: recording a call allocates no vectors.
   std::shared_ptr<const OpEntry> entry_;
-  std::vector<torch::autograd::SavedVariable> saved_;
-  std::vector<c10::IValue> scalars_;
-  std::vector<std::vector<c10::SymInt>> out_shapes_;  // symbolic under torch.compile's dynamic shapes
-  std::vector<at::TensorOptions> out_options_;
+  c10::SmallVector<torch::autograd::SavedVariable, 4> saved_;
+  c10::SmallVector<c10::IValue, 2> scalars_;
+  c10::SmallVector<c10::SmallVector<c10::SymInt, 5>, 2> out_shapes_;  // symbolic under torch.compile's dynamic shapes
+  c10::SmallVector<at::TensorOptions, 2> out_options_;
 };
 
 // The Autograd kernel: with grad mode on and a tensor input requiring grad, a JitbridgeNode records the call;
@@ -369,12 +366,8 @@ class AutogradKernel final : public c10::OperatorKernel {
     auto entry = slot_->get();
     const OpEntry& e = *entry;
     auto args = arguments(stack, e.n_inputs, e.name);
-    c10::SmallVector<at::Tensor, kInline> inputs;
     bool needs = false;
-    for (size_t i : e.tensor_inputs) {
-      inputs.push_back(args[i].toTensor());
-      needs = needs || inputs.back().requires_grad();
-    }
+    for (size_t i : e.tensor_inputs) needs = needs || args[i].toTensor().requires_grad();
     needs = needs && at::GradMode::is_enabled() && e.backward_op.has_value();
     if (!needs) {
       at::AutoDispatchBelowADInplaceOrView guard;
@@ -382,7 +375,14 @@ class AutogradKernel final : public c10::OperatorKernel {
       return;
     }
     std::shared_ptr<JitbridgeNode> node(new JitbridgeNode(entry), torch::autograd::deleteNode);
-    node->set_next_edges(torch::autograd::collect_next_edges(at::ArrayRef<at::Tensor>(inputs)));
+    torch::autograd::edge_list edges;  // as collect_next_edges makes them, without copying the tensors first
+    edges.reserve(e.tensor_inputs.size());
+    for (size_t i : e.tensor_inputs) {
+      const at::Tensor& t = args[i].toTensor();
+      if (t.defined()) edges.push_back(torch::autograd::impl::gradient_edge(t));
+      else edges.emplace_back();
+    }
+    node->set_next_edges(std::move(edges));
     node->scalars_.reserve(e.scalars.size());
     for (size_t i : e.scalars) node->scalars_.push_back(args[i]);
     c10::SmallVector<at::Tensor, kInline> saved_inputs(e.n_inputs);
@@ -393,22 +393,20 @@ class AutogradKernel final : public c10::OperatorKernel {
       op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
     }
     auto outs = arguments(stack, e.n_outputs, e.name);
-    c10::SmallVector<at::Tensor, kInline> outputs;
     node->out_shapes_.reserve(outs.size());
     node->out_options_.reserve(outs.size());
     for (const auto& v : outs) {
-      at::Tensor t = v.toTensor();
+      const at::Tensor& t = v.toTensor();
       if (torch::autograd::isDifferentiableType(t.scalar_type()))
         torch::autograd::set_history(t, node);
       else
         node->add_input_metadata(torch::autograd::Node::undefined_input());
       node->out_shapes_.emplace_back(t.sym_sizes().begin(), t.sym_sizes().end());
       node->out_options_.push_back(t.options());
-      outputs.push_back(std::move(t));
     }
     node->saved_.reserve(e.saved.size());
     for (const auto& [is_output, index] : e.saved)
-      node->saved_.emplace_back(is_output ? outputs[index] : saved_inputs[index], is_output);
+      node->saved_.emplace_back(is_output ? outs[index].toTensor() : saved_inputs[index], is_output);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,8 +44,14 @@ struct LaunchArg {
   bool boolean = false;      // the expression is a bool scalar input
 };
 
+// Per torch dtype (indexed by at::ScalarType), a decision made once when a phase is parsed (finish_phase), so a call
+// looks it up instead of comparing dtype names.
+constexpr size_t kDtypes = static_cast<size_t>(at::ScalarType::NumOptions);
+template <class T> using PerDtype = std::array<T, kDtypes>;
+
 struct LaunchPlan {
   std::vector<std::pair<std::string, jitbridge_kernel*>> kernels;  // dtype key ("*": any) -> kernel (owned)
+  PerDtype<jitbridge_kernel*> kernel_for{};  // the kernel of `kernels` for the dispatch dtype, or null (borrowed)
   std::vector<jtn::Expr> grid, block;
   bool has_shared = false;
   jtn::Expr shared;
@@ -58,6 +65,9 @@ struct Phase {
   bool contiguous = true, trusted = false, keyed = false;
   std::vector<std::string> allowed;  // empty: any dtype
   std::map<std::string, std::vector<std::pair<int, at::ScalarType>>> require;  // key ("*": unkeyed) -> (slot, dtype)
+  // From allowed, keyed and require (finish_phase), per dispatch dtype: whether it is allowed, and the dtype rules.
+  PerDtype<bool> allowed_for{};
+  PerDtype<std::vector<std::pair<int, at::ScalarType>>> require_for;
   std::vector<OutRule> outs;
   std::vector<LaunchPlan> launches;
   std::vector<std::string> names;  // argument names, for messages
@@ -134,6 +144,27 @@ bool dlpack_dtype(at::ScalarType t, uint8_t* code, uint8_t* bits) {
     case at::kUInt64: *code = 1; *bits = 64; return true;
     case at::kBool: *code = 6; *bits = 8; return true;
     default: return false;
+  }
+}
+
+// The dispatch key of a dtype: its name, "" for a dtype jitbridge.torch has no name for (no rule names it).
+std::string dtype_key(at::ScalarType t) {
+  const char* n = name_of_dtype(t);
+  return n ? n : "";
+}
+
+// Fills the per-dtype tables of a parsed phase: the allowed dtypes, the dtype rules of the key (the dtype's name when
+// keyed, else "*") and each launch's kernel (the last of its "*" or dtype-name entries). Per call, run_phase indexes
+// them by the dispatch tensor's dtype.
+inline void finish_phase(Phase& p) {
+  for (size_t d = 0; d < kDtypes; ++d) {
+    std::string key = dtype_key(static_cast<at::ScalarType>(d));
+    p.allowed_for[d] = p.allowed.empty() || std::find(p.allowed.begin(), p.allowed.end(), key) != p.allowed.end();
+    auto it = p.require.find(p.keyed ? key : std::string("*"));
+    if (it != p.require.end()) p.require_for[d] = it->second;
+    for (auto& l : p.launches)
+      for (const auto& [k, kernel] : l.kernels)
+        if (k == "*" || k == key) l.kernel_for[d] = kernel;
   }
 }
 
@@ -240,6 +271,7 @@ std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& tit
       throw std::invalid_argument("unknown phase record '" + w + "'");
     }
   }
+  finish_phase(*p);
   return p;
 }
 

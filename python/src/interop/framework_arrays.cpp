@@ -131,11 +131,21 @@ void view_numba(PyObject* obj, CUstream consumer, ArrayView& view, const char* a
                 consumer, view, arg);
 }
 
-// A Python int > 0 (an address) into `out`; false otherwise, with no error set. Below 2**63 through
-// PyLong_AsLongLongAndOverflow, which reads the digits in a loop (PyLong_AsUnsignedLongLong converts a
-// multi-digit int through a byte array: every real address has several digits).
+// A Python int > 0 (an address) into `out`; false otherwise, with no error set. Where unsigned long holds an address
+// (LP64), PyLong_AsUnsignedLong reads the digits in one loop (negative and too large: its OverflowError, cleared);
+// elsewhere below 2**63 through PyLong_AsLongLongAndOverflow, which also reads the digits in a loop
+// (PyLong_AsUnsignedLongLong converts a multi-digit int through a byte array: every real address has several digits).
 bool positive_address(PyObject* v, std::uintptr_t& out) {
   if (!v || !PyLong_CheckExact(v)) return false;
+  if constexpr (sizeof(unsigned long) >= sizeof(std::uintptr_t)) {
+    const unsigned long u = PyLong_AsUnsignedLong(v);
+    if (u == static_cast<unsigned long>(-1) && PyErr_Occurred()) {
+      PyErr_Clear();
+      return false;
+    }
+    out = static_cast<std::uintptr_t>(u);
+    return u > 0;
+  }
   int overflow = 0;
   const long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
   if (!overflow) {

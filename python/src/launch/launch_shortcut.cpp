@@ -68,7 +68,8 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
                                 : find(k, args, n, check_args);
   if (!s || !s->usable || s->args.size() != n) return false;
   alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];  // the kernel's parameter space
-  std::memset(buffer, 0, s->bytes);  // the padding between parameters passes as zeros, never stack garbage
+  // The padding between parameters passes as zeros, never stack garbage (each accepted parameter is written whole).
+  if (s->padded) std::memset(buffer, 0, s->bytes);
   int device = -1;
   for (std::size_t i = 0; i < n; ++i) {
     const ShortcutArg& a = s->args[i];
@@ -148,7 +149,9 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
     }
   }
   if (device < 0) return false;  // no array: the full path picks the current device
-  const Device& dev = Device::get(device);
+  // The last launch's device when it is this one (Device::get's object for the ordinal: one per device), else asked.
+  const Device& dev =
+      k.checked_device && k.checked_device->ordinal() == device ? *k.checked_device : Device::get(device);
   // The kernel on this device: the last launch's (one compare), else the one a full-path launch
   // resolved there (its binary's arch checked then); a device not launched on yet declines.
   const Function* f = k.function;
@@ -251,6 +254,7 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n,
     s->args.push_back(a);
   }
   s->bytes = layout->bytes;
+  s->padded = layout->padded;
   s->usable = s->usable && arrays && s->bytes <= LaunchShortcut::kMaxBytes;
   k.shortcuts.push_back(std::move(s));
 }

@@ -50,6 +50,7 @@ struct LaunchShortcut {
   bool usable = false;           // false: calls of these types take the full path (learnt once)
   const DLPackExchangeAPI* api = nullptr;  // the exchange arrays' table (one framework per shortcut)
   std::size_t bytes = 0;         // the parameter buffer
+  bool padded = true;            // the layout's padded: the buffer is zeroed before packing
   std::size_t array_index = 0;   // the first array argument (usable shortcuts have one)
   bool check_args = true;        // learnt from a launch with argument checks on (k.plan) or off
   // The last configuration validated, and where (validate_launch is skipped when both repeat).
