@@ -20,7 +20,7 @@ Each rank checks that:
    by torch through torch.from_dlpack (no copy: the same address), are the input and output of all_reduce,
    all_gather and broadcast; every element is checked.
 
-Each rank prints a summary line; rank 0 prints "ddp: ok" when every rank passed (a rank that fails raises, and
+Each rank prints a summary line (naming the runner the ops used: native or python, see jitbridge.torch.runner); rank 0 prints "ddp: ok" when every rank passed (a rank that fails raises, and
 torchrun then stops the others and exits with an error). Run without torchrun (no RANK in
 the environment), it says how to start it and exits with status 2.
 """
@@ -33,6 +33,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import jitbridge
+import jitbridge.torch as jt
 from ops import fused_bias_gelu, row_softmax
 
 GLOBAL_BATCH = 256        # rows per step over all ranks (each rank takes GLOBAL_BATCH // world_size)
@@ -210,7 +211,8 @@ def main():
     print(f"rank {rank}/{world} ({device}): {STEPS} steps of {GLOBAL_BATCH // world} rows, losses equal the "
           f"single-process run on the global batch of {GLOBAL_BATCH} (largest difference: eager {eager:.1e}, "
           f"compiled {compiled:.1e}; tolerance rtol {TOLERANCE['rtol']:g}); loss {reference[0][0]:.6f} -> "
-          f"{reference[0][-1]:.6f}; collectives on jitbridge arrays: ok", flush=True)
+          f"{reference[0][-1]:.6f}; collectives on jitbridge arrays: ok; the ops' runner: "
+          f"{'/'.join(sorted({jt.runner(op).kind for op in (fused_bias_gelu, row_softmax)}))}", flush=True)
     # A rank that failed raised above, and torchrun stops the others: reaching this, every rank passed.
     passed = torch.ones(1, device=device)
     dist.all_reduce(passed)
