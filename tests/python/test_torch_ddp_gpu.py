@@ -49,6 +49,7 @@ def test_ddp_example_under_torchrun(gpu):
         assert line, f"no summary line from rank {rank}:\n{out.stdout}\n{out.stderr}"
         assert "losses equal the single-process run" in line[0] and "collectives on jitbridge arrays: ok" in line[0]
         assert line[0].endswith("the ops' runner: native"), line[0]
+        print(line[0])  # shown with pytest -rP: the run's numbers
     assert re.search(r"^ddp: ok$", out.stdout, re.M), out.stdout + out.stderr
 
 
