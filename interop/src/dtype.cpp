@@ -1,10 +1,12 @@
 // dtype.cpp — DLPack dtypes: names, sizes, and __cuda_array_interface__ typestrs.
+#include "jitbridge/dtype.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "jitbridge/array.hpp"
+#include "jitbridge/array.hpp"  // InteropError
 
 namespace jitbridge {
 namespace {

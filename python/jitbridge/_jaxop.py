@@ -42,7 +42,7 @@ class _Tensor:
 
 
 def _value(v, env):
-    """A phase's rule over ``env`` (name -> _Tensor or number), at trace time: the declaration's _Value evaluates
+    """A phase's rule over ``env`` (name -> _Tensor or number), at trace time: the declaration's Value evaluates
     itself (_opphase.py, the evaluator the torch runners share); a configuration given as a constant is itself."""
     return v(env) if callable(v) else v
 

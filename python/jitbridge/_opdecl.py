@@ -6,6 +6,9 @@ import inspect
 #: The dtype names that kernel dicts and Output(dtype=...) take (torch dtypes are converted by name).
 DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "uint16", "int32", "uint32",
                "int64", "uint64", "bool")
+#: The floating ones among them (a pointee of one does not follow the dispatch dtype; jitbridge.jax passes a
+#: constant to a parameter of one as a float).
+FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
 SCALAR_KINDS = ("float", "int", "bool")
 
 
@@ -17,7 +20,7 @@ class OpDeclarationError(ValueError):
 
 
 
-def _shown(value, limit=200):
+def shown(value, limit=200):
     """repr(value) for an error message, cut at `limit` characters (a declaration may hold anything, a whole source)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + " [...]"
@@ -29,7 +32,7 @@ def dtype_name(dtype):
     if name.startswith("torch."):
         name = name[len("torch."):]
     if name not in DTYPE_NAMES:
-        raise OpDeclarationError(f"{_shown(dtype)} is not a dtype jitbridge.torch knows; "
+        raise OpDeclarationError(f"{shown(dtype)} is not a dtype jitbridge.torch knows; "
                                  f"use one of {', '.join(DTYPE_NAMES)}")
     return name
 
@@ -38,14 +41,14 @@ def _is_dtype(value):
     return (isinstance(value, str) and value in DTYPE_NAMES) or type(value).__name__ == "dtype"
 
 
-class _Query:
+class Query:
     """numel('x') or size('x', dim): a launch argument or grid rule read from one named tensor."""
 
     __slots__ = ("name", "dim")
 
     def __init__(self, name, dim=None):
         if not isinstance(name, str):
-            raise OpDeclarationError(f"numel()/size() take a tensor name, got {_shown(name)}")
+            raise OpDeclarationError(f"numel()/size() take a tensor name, got {shown(name)}")
         self.name, self.dim = name, dim
 
     @property
@@ -56,26 +59,26 @@ class _Query:
         t = tensors[self.name]
         return t.numel() if self.dim is None else t.shape[self.dim]
 
-    def _env_getter(self):
+    def env_getter(self):
         name, dim = self.name, self.dim
         if dim is None:
             return lambda env: env[name].numel()
         return lambda env: env[name].shape[dim]
 
     def __repr__(self):
-        return f"numel({_shown(self.name)})" if self.dim is None else f"size({_shown(self.name)}, {self.dim})"
+        return f"numel({shown(self.name)})" if self.dim is None else f"size({shown(self.name)}, {self.dim})"
 
 
 def numel(name):
     """A launch argument (or grid rule) giving the element count of the tensor called ``name``."""
-    return _Query(name)
+    return Query(name)
 
 
 def size(name, dim):
     """A launch argument (or grid rule) giving ``tensor.shape[dim]`` of the tensor called ``name``."""
     if not isinstance(dim, int):
-        raise OpDeclarationError(f"size({_shown(name)}, {_shown(dim)}): dim must be an int")
-    return _Query(name, dim)
+        raise OpDeclarationError(f"size({shown(name)}, {shown(dim)}): dim must be an int")
+    return Query(name, dim)
 
 
 def _check_dims(what, value):
@@ -84,7 +87,7 @@ def _check_dims(what, value):
     dims = value if isinstance(value, (tuple, list)) else (value,)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         raise OpDeclarationError(f"Launch: {what}= takes an int, a tuple of 1 to 3 ints, or a callable, "
-                                 f"got {_shown(value)}")
+                                 f"got {shown(value)}")
 
 
 class Launch:
@@ -112,18 +115,18 @@ class Launch:
             self.kernels = {None: kernel}
         for k in self.kernels.values():
             if not callable(k):
-                raise OpDeclarationError(f"Launch: {_shown(k)} is not a kernel "
+                raise OpDeclarationError(f"Launch: {shown(k)} is not a kernel "
                                          f"(a RawKernel or RawModule.get_function())")
         if isinstance(args, (str, bytes)):  # tuple() would take it one character at a time
             raise TypeError(f"Launch: args= takes a tuple with one entry per kernel parameter, got the str "
-                            f"{_shown(args[:80])}; write args=({_shown(args[:80])},)")
+                            f"{shown(args[:80])}; write args=({shown(args[:80])},)")
         if not isinstance(args, (tuple, list)):
             raise OpDeclarationError(f"Launch: args= takes a tuple with one entry per kernel parameter, "
-                                     f"got {_shown(args)}")
+                                     f"got {shown(args)}")
         _check_dims("grid", grid)
         _check_dims("block", block)
         if not callable(shared_mem) and (not isinstance(shared_mem, int) or shared_mem < 0):
-            raise OpDeclarationError(f"Launch: shared_mem= takes an int >= 0 or a callable, got {_shown(shared_mem)}")
+            raise OpDeclarationError(f"Launch: shared_mem= takes an int >= 0 or a callable, got {shown(shared_mem)}")
         self.args, self.grid, self.block, self.shared_mem = tuple(args), grid, block, shared_mem
 
     @property
@@ -133,7 +136,7 @@ class Launch:
         return None not in self.kernels
 
     def __repr__(self):
-        return f"Launch({_kernels_label(self)}, args={self.args!r}, grid={self.grid!r}, block={self.block!r})"
+        return f"Launch({kernels_label(self)}, args={self.args!r}, grid={self.grid!r}, block={self.block!r})"
 
 
 class Output:
@@ -161,10 +164,10 @@ class Output:
             raise OpDeclarationError("Output: give exactly one of like= (a tensor name) and shape= (a callable or a "
                                      "tuple of ints)")
         if like is not None and not isinstance(like, str):
-            raise OpDeclarationError(f"Output: like= takes a tensor name, got {_shown(like)}")
+            raise OpDeclarationError(f"Output: like= takes a tensor name, got {shown(like)}")
         if shape is not None and not callable(shape):
             if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) and d >= 0 for d in shape):
-                raise OpDeclarationError(f"Output: shape= takes a callable or a tuple of ints, got {_shown(shape)}")
+                raise OpDeclarationError(f"Output: shape= takes a callable or a tuple of ints, got {shown(shape)}")
             shape = tuple(shape)
         if dtype is not None:
             if _is_dtype(dtype):
@@ -172,15 +175,15 @@ class Output:
             elif isinstance(dtype, str):
                 dtype = ("tensor", dtype)
             else:
-                raise OpDeclarationError(f"Output: dtype= takes a dtype or a tensor name, got {_shown(dtype)}")
+                raise OpDeclarationError(f"Output: dtype= takes a dtype or a tensor name, got {shown(dtype)}")
         self.like, self.shape, self.dtype = like, shape, dtype
 
     def __repr__(self):
-        dtype = "" if self.dtype is None else f", dtype={_shown(self.dtype[1])}"
-        return f"Output(like={_shown(self.like)}{dtype})" if self.like else f"Output(shape={_shown(self.shape)}{dtype})"
+        dtype = "" if self.dtype is None else f", dtype={shown(self.dtype[1])}"
+        return f"Output(like={shown(self.like)}{dtype})" if self.like else f"Output(shape={shown(self.shape)}{dtype})"
 
 
-def _callable_names(fn):
+def callable_names(fn):
     """(names fn takes as keywords, whether it takes **kwargs). numel()/size() say theirs. Each name is a
     (name, required, positional) triple; positional: it may be passed by position, in this order."""
     names = getattr(fn, "_jitbridge_names", None)
@@ -199,11 +202,11 @@ def _callable_names(fn):
     return tuple(named), takes_all
 
 
-def _kernel_name(kernel):
+def kernel_name(kernel):
     return getattr(kernel, "name", None) or type(kernel).__name__
 
 
-def _kernels_label(launch):
+def kernels_label(launch):
     if not launch.keyed:
-        return _kernel_name(launch.kernels[None])
-    return "{" + ", ".join(f"{k}: {_kernel_name(v)}" for k, v in launch.kernels.items()) + "}"
+        return kernel_name(launch.kernels[None])
+    return "{" + ", ".join(f"{k}: {kernel_name(v)}" for k, v in launch.kernels.items()) + "}"

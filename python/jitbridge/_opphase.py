@@ -3,9 +3,8 @@ names resolved, pointer parameters matched to tensors (const-ness, pointee dtype
 
 import numbers
 
-from ._opdecl import Launch, OpDeclarationError, Output, _Query, _callable_names, _kernel_name, _kernels_label, _shown
-
-FLOATING = frozenset({"float32", "float64", "float16", "bfloat16"})
+from ._opdecl import (FLOATING, Launch, OpDeclarationError, Output, Query, callable_names, kernel_name, kernels_label,
+                      shown)
 
 
 def _tensor_param(p):
@@ -17,10 +16,10 @@ def _tensor_param(p):
     return False, None, False
 
 
-class _Value:
+class Value:
     """Something a phase computes from its names (a launch argument, a grid/block/shared_mem rule, an output shape,
     the check): a name's value, a constant, ``numel``/``size`` of a tensor (``query``), or a callable given the
-    names it asks for by position, by keyword or all of them (``all``). ``_Value(env)`` evaluates it over a dict
+    names it asks for by position, by keyword or all of them (``all``). ``Value(env)`` evaluates it over a dict
     of names (the native runner's tracer, jitbridge/torch/description.py, calls it with stand-in tensors);
     ``source(local, bind, defined)`` writes it as a Python expression over local variables (the compiled runner,
     jitbridge/torch/compiled.py)."""
@@ -35,7 +34,7 @@ class _Value:
         elif kind == "constant":
             self._call = lambda env: fn
         elif kind == "query":
-            self._call = fn._env_getter()
+            self._call = fn.env_getter()
         elif kind == "all":
             self._call = lambda env: fn(**env)
         elif kind == "positional":
@@ -64,9 +63,6 @@ class _Value:
         return f"{f}({', '.join(f'{n}={local(n)}' for n in self.names)})"
 
 
-Value = _Value  # its public name, for jitbridge.torch.compiled (the Python runner)
-
-
 class _Rule:
     """One Output rule of a phase, resolved: the tensor it copies the shape of (``like``) or else a shape getter over
     the phase's names (``shape``), where its dtype comes from (``('arg', name)``: the dtype of that tensor argument;
@@ -79,8 +75,8 @@ class _Rule:
 
 
 class _LaunchPlan:
-    """A Launch bound to a phase's names: kernel per dtype key, a _Value for each argument, and the configuration
-    (grid, block, shared_mem: each a _Value or a constant). The compiled runner (jitbridge/torch/compiled.py) writes
+    """A Launch bound to a phase's names: kernel per dtype key, a Value for each argument, and the configuration
+    (grid, block, shared_mem: each a Value or a constant). The compiled runner (jitbridge/torch/compiled.py) writes
     its launch."""
 
     __slots__ = ("kernels", "single", "getters", "grid", "block", "shared_mem")
@@ -109,11 +105,11 @@ class Phase:
         self._unavailable = unavailable
         self._known = set(self.arg_names) | {n for n, _ in outputs} | set(scratch)
         self._tensors = set(self.tensor_args) | {n for n, _ in outputs} | set(scratch)
-        self.outputs = [self._rule(name, rule, f"{self._out_what} {_shown(name)}") for name, rule in outputs]
+        self.outputs = [self._rule(name, rule, f"{self._out_what} {shown(name)}") for name, rule in outputs]
         self.launches, used = [], set()
         for i, launch in enumerate(launches, 1):
             self.launches.append(self._plan(i, launch, used))
-        self.scratch = [self._rule(n, r, f"scratch {_shown(n)}") for n, r in scratch.items() if n in used]
+        self.scratch = [self._rule(n, r, f"scratch {shown(n)}") for n, r in scratch.items() if n in used]
         # env -> check(...) with the names it asks for; None without a check.
         self.check_getter = self._getter(check, "check", set(self.arg_names)) if check is not None else None
         key_sets = {tuple(sorted(l.kernels)) for l in launches if l.keyed}
@@ -144,15 +140,15 @@ class Phase:
             return
         reason = self._unavailable.get(name)
         if reason is None and name in self._known:
-            reason = f"{_shown(name)} cannot be used here; this sees only {', '.join(sorted(allowed))}"
+            reason = f"{shown(name)} cannot be used here; this sees only {', '.join(sorted(allowed))}"
         elif reason is None:
-            reason = f"unknown name {_shown(name)}; the {self.title} knows {', '.join(sorted(allowed))}"
+            reason = f"unknown name {shown(name)}; the {self.title} knows {', '.join(sorted(allowed))}"
         raise self._error(f"{where}: {reason}")
 
     def _getter(self, fn, where, allowed):
-        """A _Value calling fn with the names it asks for (checked against ``allowed``), by position where the
+        """A Value calling fn with the names it asks for (checked against ``allowed``), by position where the
         signature allows it (a keyword call costs a dict per call)."""
-        named, takes_all = _callable_names(fn)
+        named, takes_all = callable_names(fn)
         names, positional = [], True
         for name, required, by_position in named:
             if name in allowed:
@@ -160,29 +156,29 @@ class Phase:
                 positional = positional and by_position
             else:
                 if required:
-                    self._resolve(name, f"{where} ({_shown(fn)}) asks for {_shown(name)}", allowed)
+                    self._resolve(name, f"{where} ({shown(fn)}) asks for {shown(name)}", allowed)
                 positional = False  # a skipped parameter: later ones must go by keyword
-        if isinstance(fn, _Query):
-            return _Value("query", fn, (fn.name,))
+        if isinstance(fn, Query):
+            return Value("query", fn, (fn.name,))
         if takes_all:
-            return _Value("all", fn, ())
-        return _Value("positional" if positional else "keywords", fn, tuple(names))
+            return Value("all", fn, ())
+        return Value("positional" if positional else "keywords", fn, tuple(names))
 
     def _rule(self, name, rule, where):
         if not isinstance(rule, Output):
-            raise self._error(f"{where}: expected an Output rule, got {_shown(rule)}")
+            raise self._error(f"{where}: expected an Output rule, got {shown(rule)}")
         args = set(self.arg_names)
         shape = None        # like= rules copy the shape of their tensor
         if rule.like is not None:
-            self._resolve(rule.like, f"{where}: like={_shown(rule.like)}", set(self.tensor_args))
+            self._resolve(rule.like, f"{where}: like={shown(rule.like)}", set(self.tensor_args))
         elif callable(rule.shape):
             shape = self._getter(rule.shape, f"{where}: shape=", args)
         else:
-            shape = _Value("constant", rule.shape, ())
+            shape = Value("constant", rule.shape, ())
         if rule.dtype is None:
             dtype = ("arg", rule.like or self.dispatch)
         elif rule.dtype[0] == "tensor":
-            self._resolve(rule.dtype[1], f"{where}: dtype={_shown(rule.dtype[1])}", set(self.tensor_args))
+            self._resolve(rule.dtype[1], f"{where}: dtype={shown(rule.dtype[1])}", set(self.tensor_args))
             dtype = ("arg", rule.dtype[1])
         else:
             dtype = rule.dtype
@@ -190,22 +186,22 @@ class Phase:
 
     def _plan(self, index, launch, used):
         if not isinstance(launch, Launch):
-            raise self._error(f"launch {index}: expected a Launch, got {_shown(launch)}")
-        label = f"{self.title} launch {index} ({_kernels_label(launch)})"
+            raise self._error(f"launch {index}: expected a Launch, got {shown(launch)}")
+        label = f"{self.title} launch {index} ({kernels_label(launch)})"
         getters = []
         for j, arg in enumerate(launch.args):
             where = f"{label}: args[{j}]"
             if isinstance(arg, str):
                 self._resolve(arg, where, self._known)
                 used.add(arg)
-                getters.append(_Value("name", None, (arg,)))
+                getters.append(Value("name", None, (arg,)))
             elif isinstance(arg, numbers.Number):
-                getters.append(_Value("constant", arg, ()))
+                getters.append(Value("constant", arg, ()))
             elif callable(arg):
                 getters.append(self._getter(arg, where, self._known))
                 self._note_used(arg, used)
             else:
-                raise self._error(f"{where} is {_shown(arg)}: use a tensor or scalar name, a number, or a callable")
+                raise self._error(f"{where} is {shown(arg)}: use a tensor or scalar name, a number, or a callable")
         configs = []
         for what in ("grid", "block", "shared_mem"):
             value = getattr(launch, what)
@@ -220,23 +216,23 @@ class Phase:
 
     def _note_used(self, fn, used):
         """Adds to ``used`` the phase's names that callable ``fn`` asks for (its signature read once)."""
-        asked = _names_asked(fn)
+        asked = names_asked(fn)
         used.update(n for n in self._known if n in asked)
 
     def _arg_description(self, arg):
         if isinstance(arg, str):
-            return f"the {'tensor' if arg in self._tensors else 'scalar input'} {_shown(arg)}"
-        return f"the constant {_shown(arg)}" if not callable(arg) else f"the callable {_shown(arg)} (it gives a scalar)"
+            return f"the {'tensor' if arg in self._tensors else 'scalar input'} {shown(arg)}"
+        return f"the constant {shown(arg)}" if not callable(arg) else f"the callable {shown(arg)} (it gives a scalar)"
 
     def _check_signature(self, launch, key, kernel, label):
         sig = getattr(kernel, "signature", None)
         if sig is None:  # loaded from a binary: no types to check against
             return
-        where = label if key is None else f"{label}, the {key} kernel {_kernel_name(kernel)}"
+        where = label if key is None else f"{label}, the {key} kernel {kernel_name(kernel)}"
         params = list(sig.params)
         if len(params) != len(launch.args):
             raise self._error(f"{where}: the kernel takes {len(params)} parameters {sig}, but args= has "
-                              f"{len(launch.args)} entries {_shown(launch.args)}")
+                              f"{len(launch.args)} entries {shown(launch.args)}")
         for j, (arg, p) in enumerate(zip(launch.args, params)):
             takes_tensor = _tensor_param(p)[0]
             is_tensor = isinstance(arg, str) and arg in self._tensors
@@ -267,7 +263,7 @@ class Phase:
                 continue
             for name, j, p in uses:
                 const = _tensor_param(p)[2]
-                where = f"{self.title} launch {i} ({_kernel_name(kernel)}): args[{j}] {_shown(name)}"
+                where = f"{self.title} launch {i} ({kernel_name(kernel)}): args[{j}] {shown(name)}"
                 if name in self.arg_names and not const:
                     raise self._error(f"{where} goes into parameter {j} ({p.spelling}), which is not const; an op "
                                       f"must not write its inputs: declare the parameter const")
@@ -307,7 +303,7 @@ class Phase:
             want = expected.get(name)
             if pointee is not None and want is not None and pointee != want:
                 for_key = f" (the kernel for {key})" if key else ""
-                raise self._error(f"launch {i} ({_kernel_name(kernel)}){for_key}: args[{j}] is {name!r}, a {want} "
+                raise self._error(f"launch {i} ({kernel_name(kernel)}){for_key}: args[{j}] is {name!r}, a {want} "
                                   f"tensor, but parameter {j} is {p.spelling} (pointee {p.type} holds {pointee})")
         return required
 
@@ -317,10 +313,10 @@ class Phase:
         return "(" + ", ".join(f"{kind} {name}" for name, kind in self.args) + ") -> " + out
 
 
-def _names_asked(fn):
-    named, takes_all = _callable_names(fn)
+def names_asked(fn):
+    named, takes_all = callable_names(fn)
     if takes_all:
-        return _ALL
+        return ALL_NAMES
     return {name for name, _, _ in named}
 
 
@@ -329,4 +325,4 @@ class _AllNames:
         return True
 
 
-_ALL = _AllNames()
+ALL_NAMES = _AllNames()

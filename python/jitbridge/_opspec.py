@@ -2,15 +2,15 @@
 forward and backward phases) before torch is imported. The pieces it is declared from are in _opdecl.py, the checks
 of one phase against its kernels in _opphase.py."""
 
-from ._opdecl import DTYPE_NAMES, SCALAR_KINDS, Launch, OpDeclarationError, Output, numel, size, _shown
+from ._opdecl import DTYPE_NAMES, SCALAR_KINDS, Launch, OpDeclarationError, Output, numel, size, shown
 from ._opexpr import Check, Checks
-from ._opphase import _ALL, Phase, _names_asked
+from ._opphase import ALL_NAMES, Phase, names_asked
 
 __all__ = ["OpDeclarationError", "Launch", "Output", "numel", "size", "OpSpec", "DTYPE_NAMES"]
 
 
 def _referenced(launches, rules):
-    """Every name that ``launches`` and Output ``rules`` refer to; _ALL when a callable takes **kwargs."""
+    """Every name that ``launches`` and Output ``rules`` refer to; ALL_NAMES when a callable takes **kwargs."""
     rules = [r for r in rules if isinstance(r, Output)]
     names = {r.like for r in rules} | {r.dtype[1] for r in rules if r.dtype}
     items = [a for launch in launches for a in launch.args + (launch.grid, launch.block, launch.shared_mem)]
@@ -18,18 +18,18 @@ def _referenced(launches, rules):
         if isinstance(item, str):
             names.add(item)
         elif callable(item):
-            asked = _names_asked(item)
-            if asked is _ALL:
-                return _ALL
+            asked = names_asked(item)
+            if asked is ALL_NAMES:
+                return ALL_NAMES
             names |= asked
     return names
 
 
 def _identifier(name, what, op):
     if not isinstance(name, str) or not name.isidentifier():
-        raise OpDeclarationError(f"{op}: {what} {_shown(name)} is not a valid name")
+        raise OpDeclarationError(f"{op}: {what} {shown(name)} is not a valid name")
     if name.startswith("grad_"):
-        raise OpDeclarationError(f"{op}: {what} {_shown(name)}: names starting with grad_ are reserved for gradients")
+        raise OpDeclarationError(f"{op}: {what} {shown(name)}: names starting with grad_ are reserved for gradients")
     return name
 
 
@@ -41,7 +41,7 @@ class OpSpec:
                  check=None, contiguous=True, qualified=True):
         if qualified and (not isinstance(name, str) or name.count("::") != 1
                           or not all(part.isidentifier() for part in name.split("::"))):
-            raise OpDeclarationError(f"op name {_shown(name)}: expected 'namespace::name', "
+            raise OpDeclarationError(f"op name {shown(name)}: expected 'namespace::name', "
                                      f"e.g. 'mylib::fused_bias_gelu'")
         self.name, self.contiguous = name, bool(contiguous)
         for what, value in (("inputs", inputs), ("save", save)):
@@ -63,7 +63,7 @@ class OpSpec:
         elif isinstance(check, (tuple, list)) and check and all(isinstance(c, Check) for c in check):
             check = Checks(check)
         if check is not None and not callable(check):
-            raise OpDeclarationError(f"{name}: check= takes a callable, got {_shown(check)}")
+            raise OpDeclarationError(f"{name}: check= takes a callable, got {shown(check)}")
         forward = _launches(forward, name, "forward")
         if not forward:
             raise OpDeclarationError(f"{name}: forward= needs at least one Launch")
@@ -81,10 +81,10 @@ class OpSpec:
             if n not in self.tensor_inputs and n not in output_names:
                 kind = "a scalar input (scalars reach the backward by themselves)" if n in dict(self.scalar_inputs) \
                     else "not a tensor input or an output"
-                raise OpDeclarationError(f"{name}: save= names {_shown(n)}, which is {kind}")
+                raise OpDeclarationError(f"{name}: save= names {shown(n)}, which is {kind}")
         for g in grads or ():
             if g not in self.tensor_inputs:
-                raise OpDeclarationError(f"{name}: grads= has an entry for {_shown(g)}, which is not a tensor input")
+                raise OpDeclarationError(f"{name}: grads= has an entry for {shown(g)}, which is not a tensor input")
         self.grads = grads or {}
         grad_unavailable = {f"grad_{n}": "gradients exist only in backward launches"
                             for n in output_names + list(self.tensor_inputs)}
@@ -98,11 +98,11 @@ class OpSpec:
         parsed = []
         for entry in inputs:
             if not isinstance(entry, str):
-                raise OpDeclarationError(f"{self.name}: input {_shown(entry)} is not a str")
+                raise OpDeclarationError(f"{self.name}: input {shown(entry)} is not a str")
             n, _, kind = entry.partition(":")
             kind = kind.strip() or "Tensor"
             if kind not in ("Tensor",) + SCALAR_KINDS:
-                raise OpDeclarationError(f"{self.name}: input {_shown(entry)}: "
+                raise OpDeclarationError(f"{self.name}: input {shown(entry)}: "
                                          f"the kind must be Tensor, float, int or bool")
             parsed.append((_identifier(n.strip(), "input", self.name), kind))
         return parsed
@@ -111,7 +111,7 @@ class OpSpec:
         seen = set()
         for n in names:
             if n in seen:
-                raise OpDeclarationError(f"{self.name}: the name {_shown(n)} is declared twice "
+                raise OpDeclarationError(f"{self.name}: the name {shown(n)} is declared twice "
                                          f"(inputs, outputs, scratch)")
             seen.add(n)
 
@@ -151,5 +151,5 @@ def _launches(value, op, title):
     launches = [value] if isinstance(value, Launch) else list(value)
     for launch in launches:
         if not isinstance(launch, Launch):
-            raise OpDeclarationError(f"{op}: {title}= takes a Launch or a sequence of Launches, got {_shown(launch)}")
+            raise OpDeclarationError(f"{op}: {title}= takes a Launch or a sequence of Launches, got {shown(launch)}")
     return launches

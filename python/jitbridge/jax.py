@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from . import _core
-from ._opdecl import Launch, OpDeclarationError, Output, numel, size
+from ._opdecl import FLOATING, Launch, OpDeclarationError, Output, numel, size
 from ._opexpr import Check, cdiv, maximum, minimum, where
 
 __all__ = ["kernel_call", "Out", "custom_op", "Launch", "Output", "Check", "numel", "size", "cdiv", "minimum",
@@ -31,7 +31,6 @@ __all__ = ["kernel_call", "Out", "custom_op", "Launch", "Output", "Check", "nume
 #: The name the handler is registered under (platform CUDA): the target of every jitbridge custom call.
 TARGET = "jitbridge_xla_ffi"
 _PAYLOAD_VERSION = 1
-_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 def _register():
@@ -133,7 +132,7 @@ def _scalar_entry(value, param, where):
         if not isinstance(value, (bool, int)):
             raise TypeError(f"{where}: parameter ({param.spelling}) takes a bool, got {value!r}")
         return ["bool", bool(value)]
-    if dtype in _FLOATS:
+    if dtype in FLOATING:
         if not isinstance(value, (int, float)):
             raise TypeError(f"{where}: parameter ({param.spelling}) takes a float, got {value!r}")
         return ["float", float(value)]

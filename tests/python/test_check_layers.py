@@ -1,5 +1,6 @@
 """scripts/check-layers, the layer rules of docs/DESIGN.md ("Layers"): the tree passes, and a planted forbidden
-include (or a header in two layers) fails naming the file, the line and the rule."""
+include (or a header in two layers, or a public header without the source of its name) fails naming the file, the
+line and the rule."""
 import shutil
 import subprocess
 import sys
@@ -56,3 +57,20 @@ def test_a_header_in_two_layers_and_an_unknown_header_fail(tree):
     assert rc == 1
     assert "jitbridge/driver.hpp is in cuda and jit: a header lives in one layer" in out
     assert "launch/src/planted.cpp:1: includes jitbridge/nowhere.hpp, which no layer's include/jitbridge has" in out
+
+
+@pytest.mark.parametrize("layer, renamed", [
+    ("jit", ("link.cpp", "linker.cpp")),            # the name issue 25 found apart: link.hpp / linker.cpp
+    ("interop", ("dtype.cpp", "dtypes.cpp")),
+])
+def test_a_public_header_without_its_source_fails(tree, layer, renamed):
+    old, new = renamed
+    (tree / layer / "src" / old).rename(tree / layer / "src" / new)
+    (tree / "launch" / "include" / "jitbridge" / "orphan.hpp").write_text("#pragma once\n")
+    rc, out = run(tree)
+    assert rc == 1
+    header = old.replace(".cpp", ".hpp")
+    assert (f"check-layers: {layer}/include/jitbridge/{header} has no {layer}/src/{old}: a public header is named "
+            "after the source that implements it") in out
+    assert "launch/include/jitbridge/orphan.hpp has no launch/src/orphan.cpp" in out
+    assert "2 violation(s)" in out

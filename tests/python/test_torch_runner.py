@@ -11,7 +11,7 @@ import pytest
 
 import jitbridge
 import jitbridge.torch as jt
-from jitbridge._opphase import _Value
+from jitbridge._opphase import Value
 from jitbridge.torch import Launch, Output, numel, size
 from test_torch_declare import _Device, _FakeTensor, _stand_in_torch
 
@@ -84,7 +84,7 @@ def test_every_kind_of_launch_value_reaches_the_kernel(monkeypatch, kernels):
     assert "def tests__runner_forward(v0, v1):" in run.jitbridge_source
     launches.clear()
     # With a grid that launches, by_keyword and everything are evaluated too (plans are read when a runner is made).
-    spec.forward.launches[1].grid = _Value("positional", lambda x: x.shape[0], ("x",))
+    spec.forward.launches[1].grid = Value("positional", lambda x: x.shape[0], ("x",))
     run = jt._phase_runner(spec.forward, True, torch, fake=False)
     y = run(x, 5)
     assert launches[1] == ("k5", 3, 64, (x, y, 30, 3, 0.5), 0)   # everything saw x, a and y

@@ -20,7 +20,7 @@ class _Writer:
 
 
 def _trace(value, env, what):
-    """The Expr (or int/float, or tuple of them, or ShapeProxy) a phase _Value gives over proxy ``env``."""
+    """The Expr (or int/float, or tuple of them, or ShapeProxy) a phase Value gives over proxy ``env``."""
     try:
         return value(env)
     except NotExpressible as e:

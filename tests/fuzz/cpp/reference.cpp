@@ -107,22 +107,24 @@ std::optional<DLDataType> judge_typestr(std::string_view t) {
     if (bytes > 1000000) bytes = 1000000;  // saturate: no supported size is that large
   }
   if (order == '>' && bytes > 1) return std::nullopt;  // big-endian data
-  auto make = [&](DLDataTypeCode code) {
-    return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bytes * 8), 1};
+  // Every (kind, size) that names a dtype, listed one by one; 'V' of any other size up to 0xffff is structured items
+  // of that many opaque bytes.
+  struct Named {
+    char kind;
+    std::uint64_t bytes;
+    DLDataTypeCode code;
   };
-  switch (kind) {
-    case 'b': if (bytes == 1) return make(kDLBool); break;
-    case 'i': if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) return make(kDLInt); break;
-    case 'u': if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) return make(kDLUInt); break;
-    case 'f': if (bytes == 2 || bytes == 4 || bytes == 8) return make(kDLFloat); break;
-    case 'c': if (bytes == 8 || bytes == 16) return make(kDLComplex); break;
-    case 'V':  // bfloat16 as torch writes it; other sizes are structured items of that many opaque bytes
-      if (bytes == 2) return DLDataType{static_cast<std::uint8_t>(kDLBfloat), 16, 1};
-      if (bytes >= 1 && bytes <= 0xffff)
-        return DLDataType{static_cast<std::uint8_t>(kDLOpaqueHandle), 8, static_cast<std::uint16_t>(bytes)};
-      break;
-    default: break;
-  }
+  static constexpr Named kNamed[] = {
+      {'b', 1, kDLBool},   {'i', 1, kDLInt},   {'i', 2, kDLInt},   {'i', 4, kDLInt},       {'i', 8, kDLInt},
+      {'u', 1, kDLUInt},   {'u', 2, kDLUInt},  {'u', 4, kDLUInt},  {'u', 8, kDLUInt},      {'f', 2, kDLFloat},
+      {'f', 4, kDLFloat},  {'f', 8, kDLFloat}, {'c', 8, kDLComplex}, {'c', 16, kDLComplex},
+      {'V', 2, kDLBfloat},  // bfloat16 as torch writes it
+  };
+  for (const Named& n : kNamed)
+    if (n.kind == kind && n.bytes == bytes)
+      return DLDataType{static_cast<std::uint8_t>(n.code), static_cast<std::uint8_t>(bytes * 8), 1};
+  if (kind == 'V' && bytes >= 1 && bytes <= 0xffff)
+    return DLDataType{static_cast<std::uint8_t>(kDLOpaqueHandle), 8, static_cast<std::uint16_t>(bytes)};
   return std::nullopt;
 }
 
