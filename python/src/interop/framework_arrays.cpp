@@ -235,7 +235,7 @@ struct NumbaPointerMemo {
     Py_DECREF(target);
     return target == obj;
 #else
-    return PyWeakref_GetObject(ref) == obj;
+    return PyWeakref_GET_OBJECT(ref) == obj;  // the macro: no call (Py_None once dead)
 #endif
   }
   const Slot* find(PyObject* gpu_data) const {

@@ -115,8 +115,10 @@ void document_call(py::handle cls, wrapperbase& base, const char* doc) {
 
 wrapperbase kernel_call, configured_call;
 
-// k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
-PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
+// k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form. Inlined into its entries (vectorcall_into,
+// call_into), as launch_configured: no call of its own per launch.
+[[gnu::always_inline]] inline PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                                     const Keywords& keywords) {
   try {
     const KernelObject& k = value_of<KernelObject>(self);
     if (nargs != 3)
@@ -151,7 +153,8 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 }
 
 // k[grid, block](*args, shared_mem=0, stream=None): Numba's form.
-PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
+[[gnu::always_inline]] inline PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                                         const Keywords& keywords) {
   try {
     const ConfiguredKernel& ck = value_of<ConfiguredKernel>(self);
     LaunchConfig c = ck.config;
