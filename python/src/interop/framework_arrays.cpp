@@ -259,7 +259,12 @@ NumbaPointerMemo g_numba_pointers;
 
 // Whether `v` is exactly the int 0: CPython's cached 0 (what Numba's default stream is) by identity, else asked.
 bool is_int_zero(PyObject* v) {
-  static PyObject* const zero = PyLong_FromLong(0);  // a cached small int: never freed (kept by CPython too)
+  // A cached small int, never freed (CPython keeps it too); nullptr, with no error left, if it could not be had.
+  static PyObject* const zero = [] {
+    PyObject* z = PyLong_FromLong(0);
+    if (!z) PyErr_Clear();
+    return z;
+  }();
   return v == zero || (PyLong_CheckExact(v) && PyLong_AsLong(v) == 0);
 }
 
