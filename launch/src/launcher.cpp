@@ -126,6 +126,43 @@ namespace {
                     rc);
 }
 
+// A launch with attributes (a cluster, cooperative, programmatic dependent): cuLaunchKernelEx. Out of line: the plain
+// launch's frame holds no attribute array.
+[[gnu::noinline]] CUresult launch_with_attributes(const DriverApi& api, CUfunction fn, const LaunchConfig& c,
+                                                  void** params, void** extra) {
+  CUlaunchAttribute attrs[3];
+  unsigned n = 0;
+  if (c.cluster.x != 0) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = c.cluster.x;
+    attrs[n].value.clusterDim.y = c.cluster.y;
+    attrs[n].value.clusterDim.z = c.cluster.z;
+    ++n;
+  }
+  if (c.cooperative) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n].value.cooperative = 1;
+    ++n;
+  }
+  if (c.programmatic_dependent) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[n].value.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = c.grid.x;
+  cfg.gridDimY = c.grid.y;
+  cfg.gridDimZ = c.grid.z;
+  cfg.blockDimX = c.block.x;
+  cfg.blockDimY = c.block.y;
+  cfg.blockDimZ = c.block.z;
+  cfg.sharedMemBytes = static_cast<unsigned>(c.shared_mem);
+  cfg.hStream = c.stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  return api.cuLaunchKernelEx(&cfg, fn, params, extra);
+}
+
 // The launch itself: `params` or `extra` in cuLaunchKernel's sense (one of them null).
 void launch_with(const Function& function, const LaunchConfig& c, const Device& device, void** params, void** extra) {
   const DriverApi& api = device.api();
@@ -133,43 +170,10 @@ void launch_with(const Function& function, const LaunchConfig& c, const Device& 
   // runtime's: all read the driver's current context) is the same afterwards.
   const ContextGuard context(device);
   const CUfunction fn = function.function_for(device);
-  CUresult rc;
-  if (c.cluster.x == 0 && !c.cooperative && !c.programmatic_dependent) {
-    rc = api.cuLaunchKernel(fn, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
-                            static_cast<unsigned>(c.shared_mem), c.stream, params, extra);
-  } else {
-    CUlaunchAttribute attrs[3];
-    unsigned n = 0;
-    if (c.cluster.x != 0) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attrs[n].value.clusterDim.x = c.cluster.x;
-      attrs[n].value.clusterDim.y = c.cluster.y;
-      attrs[n].value.clusterDim.z = c.cluster.z;
-      ++n;
-    }
-    if (c.cooperative) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-      attrs[n].value.cooperative = 1;
-      ++n;
-    }
-    if (c.programmatic_dependent) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attrs[n].value.programmaticStreamSerializationAllowed = 1;
-      ++n;
-    }
-    CUlaunchConfig cfg{};
-    cfg.gridDimX = c.grid.x;
-    cfg.gridDimY = c.grid.y;
-    cfg.gridDimZ = c.grid.z;
-    cfg.blockDimX = c.block.x;
-    cfg.blockDimY = c.block.y;
-    cfg.blockDimZ = c.block.z;
-    cfg.sharedMemBytes = static_cast<unsigned>(c.shared_mem);
-    cfg.hStream = c.stream;
-    cfg.attrs = attrs;
-    cfg.numAttrs = n;
-    rc = api.cuLaunchKernelEx(&cfg, fn, params, extra);
-  }
+  const CUresult rc = c.cluster.x == 0 && !c.cooperative && !c.programmatic_dependent
+                          ? api.cuLaunchKernel(fn, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
+                                               static_cast<unsigned>(c.shared_mem), c.stream, params, extra)
+                          : launch_with_attributes(api, fn, c, params, extra);
   if (rc != CUDA_SUCCESS) launch_failed(function, c, device, rc);
   g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()].store(function.interned_name(),
                                                                                           std::memory_order_relaxed);

@@ -1,7 +1,8 @@
 """The launch shortcut's CuPy and Numba readers against the full path, without a GPU: a child on the fake driver
 launches with stand-ins of cupy.ndarray (module 'cupy', name 'ndarray') and numba's DeviceNDArray. The shortcut reads
 CuPy's fields (data, data.ptr, data.device_id, dtype) through the data descriptors of their types, resolved once per
-type version (common/descriptor_reads.cpp), and Numba's (stream, gpu_data, dtype) by PyObject_GetAttr; the stand-ins
+type version (common/descriptor_reads.cpp), and Numba's (stream, gpu_data, dtype) by PyObject_GetAttr (CPython's
+generic lookup called directly for a type without its own __getattribute__ or __getattr__); the stand-ins
 keep those fields in slots (C-level descriptors, as CuPy's Cython attributes are) or as plain instance attributes (no
 descriptor: read generally, as Numba's are). Each call below is made twice, once on a kernel whose shortcut is learnt
 and once on a fresh kernel (the full path alone): both must launch the same bytes or raise the same error. Changes to
@@ -170,6 +171,10 @@ for slots in (True, False):
     p7 = Pointer(0x7F0000070000)
     A.gpu_data = property(lambda self: p7, lambda self, value: None)
     results[f"{tag}: type changed"] = launch(learnt, (A(0x7F0000010000), A(0x7F0000040000), 8))
+    # A __getattribute__ of the type's own (its lookup no longer CPython's generic one) answers every field read.
+    p8 = Pointer(0x7F0000080000)
+    A.__getattribute__ = lambda self, name: p8 if name == "gpu_data" else object.__getattribute__(self, name)
+    results[f"{tag}: __getattribute__"] = launch(learnt, (A(0x7F0000010000), A(0x7F0000040000), 8))
 print(json.dumps(results))
 '''
 
@@ -218,7 +223,8 @@ def test_numba_shortcut_agrees_with_the_full_path(results, tag):
     r = results[f"{tag}: bound to a stream"]   # declined by the shortcut; the full path waits for the stream
     assert r["shortcut"]["error"] is None and r["shortcut"]["shortcut"] == 0, r
     assert r["shortcut"]["params"] == r["full"]["params"], r
-    for case, want in (("field changed", 0x7F0000060000), ("type changed", 0x7F0000070000)):
+    for case, want in (("field changed", 0x7F0000060000), ("type changed", 0x7F0000070000),
+                       ("__getattribute__", 0x7F0000080000)):
         r = results[f"{tag}: {case}"]
         assert r["error"] is None and r["launched"] == 1 and r["shortcut"] == 1, (case, r)
         assert address(r["params"], 0) == want, (case, r)

@@ -5,6 +5,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>

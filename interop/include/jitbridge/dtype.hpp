@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,8 +27,13 @@ inline bool is_opaque_bytes(DLDataType d) { return d.code == kDLOpaqueHandle && 
 std::optional<DLDataType> dtype_from_name(std::string_view name);
 // Bytes per element (lanes included); 1 for bool; 0 for sub-byte types.
 std::size_t itemsize(DLDataType dtype);
+// Compared as one 32-bit word (code, bits, lanes: no padding).
 inline bool operator==(DLDataType a, DLDataType b) {
-  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+  static_assert(sizeof(DLDataType) == sizeof(std::uint32_t), "DLDataType: code, bits and lanes in 4 bytes");
+  std::uint32_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return x == y;
 }
 inline bool operator!=(DLDataType a, DLDataType b) { return !(a == b); }
 // A __cuda_array_interface__ typestr ("<f4", "|b1", "<V2" read as bfloat16, "<c8").

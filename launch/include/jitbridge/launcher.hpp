@@ -1,6 +1,8 @@
 // jitbridge/launcher.hpp — launch configuration, its checks against the device, and the launch itself.
 #pragma once
 
+#include <cstddef>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -49,12 +51,16 @@ class LaunchError : public std::runtime_error {
 void validate_launch(const Function& function, const LaunchConfig& config, const Device& device);
 
 // Whether two configurations are the same but for the stream: validate_launch judges them alike. (Inline: every
-// launch's memo asks it.)
+// launch's memo asks it.) Compared as the two runs of fields around the stream, grid, block and shared_mem before it,
+// cluster and the flags after it, which hold no padding (asserted): a few word compares, no branch per field.
 inline bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept {
-  auto same = [](const Dim3& x, const Dim3& y) { return x.x == y.x && x.y == y.y && x.z == y.z; };
-  return same(a.grid, b.grid) && same(a.block, b.block) && same(a.cluster, b.cluster) &&
-         a.shared_mem == b.shared_mem && a.cooperative == b.cooperative &&
-         a.programmatic_dependent == b.programmatic_dependent;
+  constexpr std::size_t head = offsetof(LaunchConfig, stream), tail_at = offsetof(LaunchConfig, cluster),
+                        tail = offsetof(LaunchConfig, programmatic_dependent) + sizeof(bool) - tail_at;
+  static_assert(head == 2 * sizeof(Dim3) + sizeof(std::size_t) && tail == sizeof(Dim3) + 2 * sizeof(bool),
+                "same_shape: LaunchConfig's fields around the stream must hold no padding");
+  const auto* x = reinterpret_cast<const unsigned char*>(&a);
+  const auto* y = reinterpret_cast<const unsigned char*>(&b);
+  return std::memcmp(x, y, head) == 0 && std::memcmp(x + tail_at, y + tail_at, tail) == 0;
 }
 
 namespace launch_detail {

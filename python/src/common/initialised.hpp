@@ -9,23 +9,28 @@
 
 namespace jitbridge::python {
 
+// value_of's cases other than a constructed instance of one pybind11 base (out of line: value_of's hit stays a few
+// loads and tests).
+template <class T>
+[[gnu::noinline]] T& value_of_other(PyObject* self) {
+  auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  if (!inst->simple_layout) {
+    auto vh = inst->get_value_and_holder();
+    if (vh.holder_constructed()) return *vh.template value_ptr<T>();
+  }
+  throw py::type_error(fmt::format("{}: the object was not initialised (call __init__)", Py_TYPE(self)->tp_name));
+}
+
 // The C++ object inside `self`, a pybind11 instance of T's Python type or of a subclass (the caller
 // knows: a tp_call of that type). Throws TypeError when the object was never constructed (made by
 // cls.__new__(cls) without __init__; pybind11 itself would then give out raw, uninitialised memory).
 template <class T>
-T& value_of(PyObject* self) {
+inline T& value_of(PyObject* self) {
   auto* inst = reinterpret_cast<py::detail::instance*>(self);
-  if (inst->simple_layout) {
-    // One pybind11 base (RawKernel(_Kernel) too): the value pointer sits in the instance itself,
-    // without the per-call type lookup get_value_and_holder() does.
-    if (!inst->simple_holder_constructed)
-      throw py::type_error(fmt::format("{}: the object was not initialised (call __init__)", Py_TYPE(self)->tp_name));
-    return *static_cast<T*>(inst->simple_value_holder[0]);
-  }
-  auto vh = inst->get_value_and_holder();
-  if (!vh.holder_constructed())
-    throw py::type_error(fmt::format("{}: the object was not initialised (call __init__)", Py_TYPE(self)->tp_name));
-  return *vh.template value_ptr<T>();
+  // One pybind11 base (RawKernel(_Kernel) too): the value pointer sits in the instance itself,
+  // without the per-call type lookup get_value_and_holder() does.
+  if (inst->simple_layout && inst->simple_holder_constructed) return *static_cast<T*>(inst->simple_value_holder[0]);
+  return value_of_other<T>(self);
 }
 
 // value_of after checking that `self` is an instance of T's Python type (an unbound method can be

@@ -171,7 +171,14 @@ struct Refs {
   }
 };
 
-PyObject* get(PyObject* obj, PyObject* name) { return obj ? PyObject_GetAttr(obj, name) : nullptr; }
+// PyObject_GetAttr(obj, name) (nullptr for a null `obj`). A type with CPython's generic lookup (no __getattr__ or
+// __getattribute__ of its own, as Numba's arrays) is read by that lookup directly: the same answer without
+// PyObject_GetAttr's dispatch, whose extra on failure (the AttributeError's context) the readers clear anyway.
+PyObject* get(PyObject* obj, PyObject* name) {
+  if (!obj) return nullptr;
+  return Py_TYPE(obj)->tp_getattro == PyObject_GenericGetAttr ? PyObject_GenericGetAttr(obj, name)
+                                                               : PyObject_GetAttr(obj, name);
+}
 
 // CuPy's fields are Cython attributes (data descriptors of cupy.ndarray and of cupy.cuda.MemoryPointer): each is
 // read through its descriptor, found once per type version (descriptor_reads.hpp).
@@ -228,7 +235,7 @@ struct NumbaPointerMemo {
     Py_DECREF(target);
     return target == obj;
 #else
-    return PyWeakref_GetObject(ref) == obj;
+    return PyWeakref_GET_OBJECT(ref) == obj;  // the macro: no call (Py_None once dead)
 #endif
   }
   const Slot* find(PyObject* gpu_data) const {
@@ -250,13 +257,24 @@ struct NumbaPointerMemo {
 };
 NumbaPointerMemo g_numba_pointers;
 
+// Whether `v` is exactly the int 0: CPython's cached 0 (what Numba's default stream is) by identity, else asked.
+bool is_int_zero(PyObject* v) {
+  // A cached small int, never freed (CPython keeps it too); nullptr, with no error left, if it could not be had.
+  static PyObject* const zero = [] {
+    PyObject* z = PyLong_FromLong(0);
+    if (!z) PyErr_Clear();
+    return z;
+  }();
+  return v == zero || (PyLong_CheckExact(v) && PyLong_AsLong(v) == 0);
+}
+
 }  // namespace
 
 bool numba_pointer_fields(PyObject* obj, PointerFields& out) noexcept {
   const InternedNames& k = interned_names();
   Refs r;
   r.items[0] = get(obj, k.stream);  // 0: bound to no stream (else the full path orders it)
-  bool ok = r.items[0] && PyLong_CheckExact(r.items[0]) && PyLong_AsLong(r.items[0]) == 0;
+  bool ok = r.items[0] && is_int_zero(r.items[0]);
   if (ok) {
     r.items[1] = get(obj, k.gpu_data);
     r.items[2] = r.items[1] ? get(obj, k.dtype) : nullptr;

@@ -95,11 +95,9 @@ const Device& prepare_launch(const KernelObject& k, LaunchConfig& config, PyObje
 
 }  // namespace
 
-namespace {
-
 // The full path: every argument viewed through its protocol, packed with pack_argument's checks
 // and messages; then the shortcut for these argument types is learnt.
-void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* const* args, std::size_t n,
+void launch_full_path(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
                       PyObject* stream_obj, bool check_args) {
   ScratchLease lease(n);
   Scratch& s = lease.s;
@@ -107,17 +105,6 @@ void launch_full_path(const KernelObject& k, LaunchConfig config, PyObject* cons
   const Device& dev = prepare_launch(k, config, args, n, stream_obj, s, f, check_args);
   launch(*f, config, dev, s.packed);
   learn_shortcut(k, args, n, check_args);
-}
-
-}  // namespace
-
-void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj, bool check_args) {
-  const std::size_t n = static_cast<std::size_t>(nargs);
-  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj, check_args)) {
-    return;
-  }
-  launch_full_path(k, config, args, n, stream_obj, check_args);
 }
 
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs) {
@@ -136,8 +123,7 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
   return out;
 }
 
-Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo) {
-  if (value == memo.obj.ptr()) return memo.value;
+Dim3 parse_dim3_remembered(PyObject* value, const char* what, KernelObject::DimMemo& memo) {
   const Dim3 d = parse_dim3(py::handle(value), what);
   bool immutable = PyLong_CheckExact(value);
   if (PyTuple_CheckExact(value)) {

@@ -58,7 +58,11 @@ struct Keywords {
   PyObject* dict = nullptr;
   PyObject* kwnames = nullptr;
   PyObject* const* values = nullptr;
+  // Inline: a call without keywords costs one test here.
   void apply(LaunchConfig& c, Options& o) const {
+    if (dict || kwnames) apply_given(c, o);
+  }
+  [[gnu::noinline]] void apply_given(LaunchConfig& c, Options& o) const {
     if (dict) {
       // PyDict_Next lends its key and value: held here while apply_keyword runs Python code (an
       // __index__, a __bool__) that might change the dict.
@@ -111,8 +115,10 @@ void document_call(py::handle cls, wrapperbase& base, const char* doc) {
 
 wrapperbase kernel_call, configured_call;
 
-// k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form.
-PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
+// k(grid, block, args, shared_mem=0, stream=None, ...): CuPy's form. Inlined into its entries (vectorcall_into,
+// call_into), as launch_configured: no call of its own per launch.
+[[gnu::always_inline]] inline PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                                     const Keywords& keywords) {
   try {
     const KernelObject& k = value_of<KernelObject>(self);
     if (nargs != 3)
@@ -127,13 +133,18 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
       throw py::type_error(fmt::format("args: expected a tuple or list of kernel arguments, got {}", type_name(seq)));
     // The arguments as a tuple: converting them runs Python code (properties, __dlpack__, __index__)
     // that may change a list, whose item array must then not be read any more. A tuple's items
-    // cannot change; the caller holds it for the call.
-    const py::tuple items = PyTuple_Check(seq) ? py::reinterpret_borrow<py::tuple>(seq)
-                                               : py::reinterpret_steal<py::tuple>(PyList_AsTuple(seq));
-    if (!items) throw py::error_already_set();
+    // cannot change, and the caller's argument array holds the tuple for the call (no reference taken here);
+    // a list's copy is held here.
+    py::object list_copy;
+    PyObject* items = seq;
+    if (!PyTuple_Check(seq)) {
+      list_copy = py::reinterpret_steal<py::object>(PyList_AsTuple(seq));
+      if (!list_copy) throw py::error_already_set();
+      items = list_copy.ptr();
+    }
     Options o;
     keywords.apply(c, o);
-    launch_from_python(k, c, &PyTuple_GET_ITEM(items.ptr(), 0), PyTuple_GET_SIZE(items.ptr()), o.stream.ptr(),
+    launch_from_python(k, c, &PyTuple_GET_ITEM(items, 0), PyTuple_GET_SIZE(items), o.stream.ptr(),
                        o.check_args < 0 ? k.check_args : o.check_args != 0);
     Py_RETURN_NONE;
   } catch (...) {
@@ -142,7 +153,8 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 }
 
 // k[grid, block](*args, shared_mem=0, stream=None): Numba's form.
-PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs, const Keywords& keywords) {
+[[gnu::always_inline]] inline PyObject* launch_configured(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                                                         const Keywords& keywords) {
   try {
     const ConfiguredKernel& ck = value_of<ConfiguredKernel>(self);
     LaunchConfig c = ck.config;

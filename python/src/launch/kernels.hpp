@@ -74,9 +74,16 @@ struct ConfiguredKernel {
 // `args` must stay valid while Python code runs (converting an argument does): a tuple's items or
 // a vectorcall's argument array, never a list's item array (a property could resize the list).
 // `check_args` false: packed with k.launch->plan(false) (any dtype, count, alignment; read-only arrays
-// too), device memory and the one-device rule still checked.
-void launch_from_python(const KernelObject& k, LaunchConfig config, PyObject* const* args, Py_ssize_t nargs,
-                        PyObject* stream_obj, bool check_args = true);
+// too), device memory and the one-device rule still checked. `config.stream` is the caller's scratch: the launch
+// sets it to the consumer stream. Inline: a call the shortcut takes costs no call of its own here.
+void launch_full_path(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
+                      PyObject* stream_obj, bool check_args);  // kernel_call.cpp
+inline void launch_from_python(const KernelObject& k, LaunchConfig& config, PyObject* const* args, Py_ssize_t nargs,
+                               PyObject* stream_obj, bool check_args = true) {
+  const std::size_t n = static_cast<std::size_t>(nargs);
+  if (!k.shortcuts.empty() && launch_by_shortcut(k, config, args, n, stream_obj, check_args)) return;
+  launch_full_path(k, config, args, n, stream_obj, check_args);
+}
 // Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
 // each parameter. For tests and for users who want to see what a launch would pass.
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
@@ -87,8 +94,11 @@ py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize
 // dimensions) naming `what` and the axis; another exception from an __index__ propagates.
 Dim3 parse_dim3(py::handle value, const char* what);
 // The same, answered from `memo` when `value` is the object parsed last (and remembered there
-// when it is an int or a tuple of ints).
-Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo);
+// when it is an int or a tuple of ints: parse_dim3_remembered). Inline: a repeat is one compare.
+Dim3 parse_dim3_remembered(PyObject* value, const char* what, KernelObject::DimMemo& memo);  // kernel_call.cpp
+inline Dim3 parse_dim3(PyObject* value, const char* what, KernelObject::DimMemo& memo) {
+  return value == memo.obj.ptr() ? memo.value : parse_dim3_remembered(value, what, memo);
+}
 
 void bind_kernels(py::module_& m);  // kernels.cpp
 

@@ -59,7 +59,7 @@ void validate_on(const LaunchShortcut& s, const Function& f, const LaunchConfig&
 
 }  // namespace
 
-bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
+bool launch_by_shortcut(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
                         PyObject* stream_obj, bool check_args) {
   // A kernel usually has one shortcut: its argument types are then checked in the loop below
   // (a mismatch declines), not in a pass of their own.
@@ -68,6 +68,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
                                 : find(k, args, n, check_args);
   if (!s || !s->usable || s->args.size() != n) return false;
   alignas(16) unsigned char buffer[LaunchShortcut::kMaxBytes];  // the kernel's parameter space
+  void* params[LaunchShortcut::kMaxArgs];  // the driver's kernelParams: parameter i at its offset in `buffer`
   // The padding between parameters passes as zeros, never stack garbage (each accepted parameter is written whole).
   if (s->padded) std::memset(buffer, 0, s->bytes);
   int device = -1;
@@ -76,6 +77,7 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
     PyObject* obj = args[i];
     if (Py_TYPE(obj) != a.type) return decline();
     const FastParam& p = a.param;
+    params[i] = buffer + p.offset;
     switch (a.kind) {
       case Kind::exchange_array: {
         DLTensor t;
@@ -176,15 +178,15 @@ bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObj
       return decline();
     }
   }
-  LaunchConfig c = config;
   const std::optional<CUstream> given =
       stream_obj && stream_obj != Py_None ? parse_stream(stream_obj, "stream") : std::nullopt;
+  LaunchConfig& c = config;  // from here on the shortcut launches (or throws what the full path would)
   c.stream = given ? *given : framework ? *framework : CU_STREAM_LEGACY;
   if (framework && *framework != c.stream) stream_wait(device, c.stream, *framework);
 
   if (s->validated_device != &dev || !same_shape(s->validated_config, c)) validate_on(*s, *f, c, dev);
-  const ParamLayout& layout = *k.launch->layout();  // there when the shortcut was learnt; the plan keeps it
-  launch(*f, c, dev, ParamBytes{buffer, s->bytes, layout.offsets.data(), layout.offsets.size()});
+  // The kernelParams form (params, filled while packing: one per parameter, n >= 1 as the shortcut has an array).
+  launch(*f, c, dev, params);
   ++s->launches;
   return true;
 }

@@ -75,8 +75,9 @@ struct LaunchShortcut {
 // Throws only what the full path would throw for the same call: an explicit `stream_obj` it
 // cannot parse, a launch configuration over a limit (LaunchConfigError), a driver error at the
 // launch. GIL held.
-// Only shortcuts learnt with the same `check_args` are taken.
-bool launch_by_shortcut(const KernelObject& k, const LaunchConfig& config, PyObject* const* args, std::size_t n,
+// Only shortcuts learnt with the same `check_args` are taken. `config.stream` is set to the consumer stream when
+// it launches (a decline leaves `config` as it was).
+bool launch_by_shortcut(const KernelObject& k, LaunchConfig& config, PyObject* const* args, std::size_t n,
                         PyObject* stream_obj, bool check_args);
 
 // After a successful full-path launch of `k` with `args`: makes the shortcut for their types (or

@@ -248,15 +248,8 @@ bool numpy_int64_value(PyObject* o, NumpyScalar s, long long& v) noexcept {
   return true;
 }
 
-bool int64_argument(PyObject* o, long long& v) {
+bool int64_argument_other(PyObject* o, long long& v) {
   int overflow = 0;
-#if PY_VERSION_HEX >= 0x030C0000
-  // Most launch ints are small: read in place (CPython keeps values below 2**30 compact).
-  if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) {
-    v = static_cast<long long>(PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o)));
-    return true;
-  }
-#endif
   if (PyLong_CheckExact(o)) {
     v = PyLong_AsLongLongAndOverflow(o, &overflow);
   } else {

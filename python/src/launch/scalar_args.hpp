@@ -39,8 +39,18 @@ double numpy_float_value(PyObject* o, NumpyScalar s) noexcept;
 bool numpy_int64_value(PyObject* o, NumpyScalar s, long long& v) noexcept;
 
 // An integer argument (ScalarClass::integer) that fits int64 into `v`: exact ints directly, others
-// through __index__. False, with the Python error (if any) left set, otherwise.
-bool int64_argument(PyObject* o, long long& v);
+// through __index__. False, with the Python error (if any) left set, otherwise. Inline: a small exact int (CPython
+// 3.12+ keeps values below 2**30 compact) is read in place; any other by int64_argument_other (scalar_args.cpp).
+bool int64_argument_other(PyObject* o, long long& v);
+inline bool int64_argument(PyObject* o, long long& v) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) {
+    v = static_cast<long long>(PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o)));
+    return true;
+  }
+#endif
+  return int64_argument_other(o, v);
+}
 
 // A Python scalar, None, or bytes-like object (argument `i` of `kernel`) to `v`. Arrays are
 // handled before this. Returns true when it took a buffer view of `o` into `buffer`, which the
