@@ -344,3 +344,36 @@ def test_the_op_says_its_runner_in_its_repr_and_stays_an_opoverload(cache):
                              "runner: python (") and "JITBRIDGE_TORCH_NATIVE=0" in out[2]
     assert out[1] == out[3] == "True True True"
     assert out[4] == "(4, 8)"
+
+
+def test_rule_values_follow_each_calls_shapes_and_scalars(cache):
+    """The add-on replays a phase's rule values (output shapes, checks, launches) from its last call with the same
+    tensor sizes and scalars (PhaseMemo): each call still gets its own shapes and its own checks, a failed call stores
+    nothing. CPU tensors through a trusted phase (as bench_torch_addon_cpu.py): the outputs are allocated, nothing
+    launches."""
+    out = run('''
+        import jitbridge.torch.description as description
+        from jitbridge.torch import Launch, Output, numel
+        describe = description.describe
+        def trusted(spec):
+            text, kernels = describe(spec)
+            return text.replace("\\nendphase", "\\ntrusted 1\\nendphase"), kernels
+        description.describe = trusted
+        os.environ["JITBRIDGE_TORCH_NATIVE"] = "1"
+        module = jitbridge.RawModule(code='extern "C" __global__ void k(const float* x, float* y, long long n) {}',
+                                     arch="sm_90")
+        op = jt.custom_op("jb_cpu_memo::tile", inputs=("x", "n: int"),
+                          outputs={"y": Output(shape=lambda x, n: (n * x.shape[0], x.shape[-1] + 1))},
+                          check=jt.Check(lambda x: x.shape[-1] <= 8, "x's last dimension must be at most 8"),
+                          forward=Launch(module.get_function("k"), args=("x", "y", numel("x")), grid=1, block=1))
+        print(jt.runner(op).kind)
+        def shape_of(shape, n):
+            try:
+                return str(tuple(op(torch.zeros(shape), n).shape))
+            except ValueError as e:
+                return "ValueError" if "at most 8" in str(e) else str(e)
+        print(" ".join(shape_of(s, n) for s, n in [((2, 3), 1), ((2, 3), 1), ((3, 2), 1), ((2, 3), 4), ((2, 9), 1),
+                                                   ((2, 9), 1), ((2, 3), 1), ((9, 2), 1), ((5,), 2), ((5,), 2)]))
+        ''', cache)
+    assert out[0] == "native"
+    assert out[1] == "(2, 4) (2, 4) (3, 3) (8, 4) ValueError ValueError (2, 4) (9, 3) (10, 6) (10, 6)", out[1]

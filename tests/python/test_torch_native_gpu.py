@@ -376,3 +376,44 @@ def test_cpu_tensors_after_gpu_work_on_both_runners_raise(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0] == "['native', 'python']" and lines[-1] == "end", done.stdout
     assert len(lines) == 2 + 16 and all(l.startswith("ValueError jb_crash_") for l in lines[1:-1]), done.stdout
+
+
+def test_rule_values_follow_each_calls_shapes_and_scalars(ops):
+    # The add-on replays a phase's rule values (output shapes, checks, grid, block, launch arguments) from its last
+    # call with the same tensor sizes and scalars (PhaseMemo in plan.hpp). Calls alternating a float scalar that is a
+    # launch argument, then shapes across example 1's one-row-block / several-row-blocks boundary (its scratch's
+    # shape, second launch and grids follow the shape), must each get their own values: results against eager.
+    native, _ = ops
+    for shape, alpha in [((1000,), 0.5), ((1000,), 2.0), ((1000,), 0.5), ((37, 129), 0.5), ((1000,), -1.0)]:
+        x, w = inputs(shape, torch.float64)
+        gy, gz = torch.randn_like(x), torch.randn_like(x)
+        poison_allocator()
+        y, z = native(x, w, alpha)
+        gx, gw = torch.autograd.grad((y, z), (x, w), (gy, gz))
+        torch.testing.assert_close((y, z), reference(x.detach(), w.detach(), alpha), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close((gx, gw), (gy * w.detach() + gz, gy * x.detach() - gz), rtol=1e-12, atol=1e-12)
+    examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "torch", "ops.py")
+    text = open(examples).read().replace("jitbridge_examples::", "jitbridge_native_memo::")
+    example = type(os)("jitbridge_native_memo")
+    old = os.environ.get("JITBRIDGE_TORCH_NATIVE")
+    os.environ["JITBRIDGE_TORCH_NATIVE"] = "1"
+    try:
+        exec(compile(text, examples, "exec"), example.__dict__)
+    finally:
+        if old is None:
+            del os.environ["JITBRIDGE_TORCH_NATIVE"]
+        else:
+            os.environ["JITBRIDGE_TORCH_NATIVE"] = old
+    op = example.fused_bias_gelu
+    assert jt.runner(op).kind == "native"
+    for rows, cols in [(64, 256), (4096, 256), (64, 256), (300000, 8), (4096, 256), (3, 1500), (64, 256)]:
+        x = torch.randn(rows, cols, device="cuda", dtype=torch.float64, requires_grad=True)
+        b = torch.randn(cols, device="cuda", dtype=torch.float64, requires_grad=True)
+        gy = torch.randn(rows, cols, device="cuda", dtype=torch.float64)
+        want_y = torch.nn.functional.gelu(x + b, approximate="tanh")
+        want = torch.autograd.grad(want_y, (x, b), gy)
+        poison_allocator()
+        y = op(x, b)
+        got = torch.autograd.grad(y, (x, b), gy)
+        torch.testing.assert_close(y, want_y, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)

@@ -68,8 +68,8 @@ jtn::Value evaluate(const Phase& p, const jtn::Expr& e, const Slots& s, const ch
   }
 }
 
-int64_t evaluate_int(const Phase& p, const jtn::Expr& e, const Slots& s, const char* what) {
-  jtn::Value v = evaluate(p, e, s, what);
+// The integer `v` that `e` gave; a ValueError for a float.
+int64_t integer_of(const Phase& p, const jtn::Expr& e, jtn::Value v, const char* what) {
   TORCH_CHECK_VALUE(!v.is_float, p.op, ": ", p.title, ": ", what, " (", e.text, ") gave a float, not an integer");
   return v.i;
 }
@@ -104,6 +104,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
   TORCH_CHECK(args.size() == p.kinds.size(), p.op, ": ", p.title, " takes ", p.kinds.size(), " arguments, got ",
               args.size());
   Slots s(p);
+  MemoKey key;
   int first = -1;
   for (size_t i = 0; i < args.size(); ++i) {
     char k = p.kinds[i];
@@ -121,12 +122,16 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
       }
       if (first < 0) first = static_cast<int>(i);
       s.tensors[i] = t;
+      key.push_back(t.dim());
+      key.append(t.sizes().begin(), t.sizes().end());
     } else if (k == 'f') {
       s.scalars[i] = jtn::Value::real(args[i].toDouble());
-    } else if (k == 'i') {
-      s.scalars[i] = jtn::Value::integer(args[i].toInt());
+      int64_t bits = 0;
+      std::memcpy(&bits, &s.scalars[i].f, sizeof bits);
+      key.push_back(bits);
     } else {
-      s.scalars[i] = jtn::Value::integer(args[i].toBool() ? 1 : 0);
+      s.scalars[i] = jtn::Value::integer(k == 'i' ? args[i].toInt() : args[i].toBool() ? 1 : 0);
+      key.push_back(s.scalars[i].i);
     }
   }
   const at::Tensor& lead = s.tensor(p.dispatch);
@@ -147,7 +152,22 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
                        ")");
     }
   }
-  for (const auto& c : p.checks) {
+  // The rules' values: replayed from the phase's memo when this call's key equals the last successful call's (the
+  // checks passed for it), else evaluated in the same order and stored once the call has launched.
+  key.push_back(lead.is_cuda() ? 1 : 0);
+  MemoValues values;
+  const bool replay = p.memo.find(key, values);
+  size_t next = 0;
+  auto value = [&](const jtn::Expr& e, const char* what) -> jtn::Value {
+    if (replay) {
+      TORCH_INTERNAL_ASSERT(next < values.size(), p.op, ": ", p.title, ": the memo holds fewer values than the rules");
+      return values[next++];
+    }
+    values.push_back(evaluate(p, e, s, what));
+    return values.back();
+  };
+  auto value_int = [&](const jtn::Expr& e, const char* what) { return integer_of(p, e, value(e, what), what); };
+  if (!replay) for (const auto& c : p.checks) {
     bool ok = false;
     try {
       jtn::Value v = jtn::eval(c.condition, s);
@@ -176,7 +196,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
       shape.assign(sizes.begin(), sizes.end());
     } else {
       for (const auto& d : r.dims) {
-        int64_t v = evaluate_int(p, d, s, "an output shape");
+        int64_t v = value_int(d, "an output shape");
         TORCH_CHECK_VALUE(v >= 0, p.op, ": ", p.title, ": an output shape (", d.text, ") gave ", v);
         shape.push_back(v);
       }
@@ -193,14 +213,14 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
       uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
       bool empty = false;
       for (size_t d = 0; d < l.grid.size(); ++d) {
-        int64_t v = evaluate_int(p, l.grid[d], s, "grid");
+        int64_t v = value_int(l.grid[d], "grid");
         TORCH_CHECK_VALUE(v >= 0 && v <= UINT32_MAX, p.op, ": ", p.title, ": grid (", l.grid[d].text, ") gave ", v);
         grid[d] = static_cast<uint32_t>(v);
         empty = empty || v == 0;
       }
       if (empty) continue;  // a grid with a zero dimension launches nothing
       for (size_t d = 0; d < l.block.size(); ++d) {
-        int64_t v = evaluate_int(p, l.block[d], s, "block");
+        int64_t v = value_int(l.block[d], "block");
         TORCH_CHECK_VALUE(v >= 1 && v <= UINT32_MAX, p.op, ": ", p.title, ": block (", l.block[d].text, ") gave ",
                           v);
         block[d] = static_cast<uint32_t>(v);
@@ -227,7 +247,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
           out.array.shape = t.sizes().data();
           out.array.strides = t.strides().data();
         } else {
-          jtn::Value v = evaluate(p, in.expr, s, "a launch argument");
+          jtn::Value v = value(in.expr, "a launch argument");
           if (v.is_float) {
             out.kind = JITBRIDGE_ARG_FLOAT;
             out.f = v.f;
@@ -242,7 +262,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
       std::memcpy(config.grid, grid, sizeof grid);
       std::memcpy(config.block, block, sizeof block);
       if (l.has_shared) {
-        int64_t v = evaluate_int(p, l.shared, s, "shared_mem");
+        int64_t v = value_int(l.shared, "shared_mem");
         TORCH_CHECK_VALUE(v >= 0, p.op, ": ", p.title, ": shared_mem (", l.shared.text, ") gave ", v);
         config.shared_mem = static_cast<size_t>(v);
       }
@@ -251,6 +271,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
       if (rc != JITBRIDGE_OK) launch_failed(p, rc);
     }
   }
+  if (!replay) p.memo.store(key, values);
   return results;
 }
 

@@ -6,11 +6,13 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -58,6 +60,36 @@ struct LaunchPlan {
   std::vector<LaunchArg> args;
 };
 
+// What a phase's rules read (each tensor argument's rank and sizes, each scalar argument's value, whether the call
+// launches) and what they gave, in evaluation order (the order depends only on the values).
+using MemoKey = c10::SmallVector<int64_t, 16>;
+using MemoValues = c10::SmallVector<jtn::Value, 24>;
+
+// The rules' values of a phase's last call that passed its checks and launched, by key: a call with the same key (a
+// training loop repeats its shapes) replays them instead of evaluating the rules again. Called from any thread
+// (autograd's device threads), so a mutex guards it; find and store copy.
+class PhaseMemo {
+ public:
+  bool find(const MemoKey& key, MemoValues& values) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!valid_ || key_ != key) return false;
+    values = values_;
+    return true;
+  }
+  void store(const MemoKey& key, const MemoValues& values) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    key_ = key;
+    values_ = values;
+    valid_ = true;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  bool valid_ = false;
+  MemoKey key_;
+  MemoValues values_;
+};
+
 struct Phase {
   std::string op, title;
   std::vector<char> kinds;   // per argument: T (tensor), f, i, b
@@ -78,6 +110,7 @@ struct Phase {
   };
   std::vector<Check> checks;
   int n_slots = 0;
+  mutable PhaseMemo memo;  // run_phase's cache of the rules' values (not part of the declaration)
   ~Phase() {
     for (auto& l : launches)
       for (auto& k : l.kernels) g_api->kernel_release(k.second);
