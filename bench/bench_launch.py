@@ -138,8 +138,8 @@ def main():
         return hooks
 
     add(RAW, lambda: ((lambda: need_hooks().raw_launch_batch(k, 1, 32, (ta, tb, tc, td, n), BATCH)), sync_torch))
-    # jitbridge passes parameters as one buffer (cuLaunchKernel's `extra` form), which the driver takes
-    # in less time than the array of pointers the raw row uses; this row shows by how much.
+    # The driver's other parameter form, one buffer (cuLaunchKernel's `extra`), against the raw row's array of
+    # pointers (which jitbridge's launches use, up to kMaxParamPointers parameters): what the form alone changes.
     add("raw cuLaunchKernel, parameters as one buffer (C++ loop)",
         lambda: ((lambda: need_hooks().raw_launch_batch(k, 1, 32, (ta, tb, tc, td, n), BATCH, buffer_form=True)),
                  sync_torch))

@@ -40,6 +40,16 @@ def error(call):
 
 def meta(*shape):
     return torch.empty(*shape, device="meta", requires_grad=True)
+
+def edit_descriptions(old, new):
+    """Until the returned function is called, the add-on gets every op description with `old` replaced by `new`."""
+    from jitbridge.torch import description
+    real = description.describe
+    def edited(spec):
+        text, kernels = real(spec)
+        return text.replace(old, new), kernels
+    description.describe = edited
+    return lambda: setattr(description, "describe", real)
 '''
 
 
@@ -283,14 +293,9 @@ def test_a_fresh_declaration_failing_part_way_leaves_the_name_free(cache):
     no torch.ops packet pointing at a removed definition (calling one crashed the process), and declaring the name
     again gives a working op."""
     out = run('''
-        from jitbridge.torch import description
-        real = description.describe
-        def refused(spec):
-            text, kernels = real(spec)
-            return text.replace("saved i 1", "saved i 7"), kernels
-        description.describe = refused
+        undo = edit_descriptions("saved i 1", "saved i 7")
         print(error(lambda: declare_examples(True, "jb_cpu_failed")))
-        description.describe = real
+        undo()
         gc.collect()
         print(hasattr(torch.ops.jb_cpu_failed, "fused_bias_gelu"))
         print(error(lambda: torch.ops.jb_cpu_failed.fused_bias_gelu(torch.randn(2, 8), torch.randn(8))))
@@ -352,13 +357,8 @@ def test_rule_values_follow_each_calls_shapes_and_scalars(cache):
     nothing. CPU tensors through a trusted phase (as bench_torch_addon_cpu.py): the outputs are allocated, nothing
     launches."""
     out = run('''
-        import jitbridge.torch.description as description
         from jitbridge.torch import Launch, Output, numel
-        describe = description.describe
-        def trusted(spec):
-            text, kernels = describe(spec)
-            return text.replace("\\nendphase", "\\ntrusted 1\\nendphase"), kernels
-        description.describe = trusted
+        edit_descriptions("\\nendphase", "\\ntrusted 1\\nendphase")  # CPU tensors pass; nothing launches
         os.environ["JITBRIDGE_TORCH_NATIVE"] = "1"
         module = jitbridge.RawModule(code='extern "C" __global__ void k(const float* x, float* y, long long n) {}',
                                      arch="sm_90")
