@@ -19,18 +19,6 @@ EAGER_ARRAYS, FUSED_ARRAYS = 8, 5   # whole [rows, C] arrays read or written per
 ROUNDS, LOOP = 15, 10
 
 
-def gpu_ms_per_call(torch, fn, loop=LOOP):
-    """GPU milliseconds per fn() over `loop` back-to-back calls (CUDA events; the host runs ahead)."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(loop):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / loop
-
-
 def main():
     _, torch = gpu_jitbridge("bench_example1_bandwidth", "torch")
     sys.path.insert(0, os.path.join(ROOT, "examples", "torch"))
@@ -52,7 +40,7 @@ def main():
     ms = {name: [] for name, _, _ in variants}
     for _ in range(ROUNDS):  # round-robin, so drift hits every variant alike
         for name, _, fn in variants:
-            ms[name].append(gpu_ms_per_call(torch, fn))
+            ms[name].append(ex.time_loop_ms(fn, LOOP)[0])  # the example's own loop timing: GPU ms per call
     median = {name: statistics.median(v) for name, v in ms.items()}
     copy_name = variants[0][0]
     copy_gbs = 2 * array_bytes / median[copy_name] / 1e6
