@@ -88,12 +88,12 @@ void Device::make_current() const {
 
 void ContextGuard::push(const Device& device) {
   check(device.api().cuCtxPushCurrent(device.context()), "cuCtxPushCurrent");
-  pushed_ = true;
+  pushed_ = &device.api();
 }
 
 void ContextGuard::pop() noexcept {
   CUcontext popped = nullptr;
-  driver().cuCtxPopCurrent(&popped);
+  pushed_->cuCtxPopCurrent(&popped);
 }
 
 }  // namespace jitbridge

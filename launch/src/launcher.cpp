@@ -11,6 +11,11 @@ namespace {
 constexpr std::size_t kDefaultSharedLimit = 48 * 1024;
 std::array<std::atomic<const char*>, 64> g_last_kernel{};
 
+// The slot naming the kernel launched last on device `ordinal` (devices past 64 share slots).
+std::atomic<const char*>& last_kernel_slot(int ordinal) {
+  return g_last_kernel[static_cast<std::size_t>(ordinal) % g_last_kernel.size()];
+}
+
 [[noreturn]] void bad(const std::string& message) { throw LaunchConfigError(message); }
 
 void check_dims(const char* what, const Dim3& d, const int limit[3], const Device& device) {
@@ -39,7 +44,7 @@ void launch_detail::validate_and_remember(const Function& function, const Launch
 }
 
 const char* last_launched_kernel(int ordinal) {
-  const char* name = g_last_kernel[static_cast<std::size_t>(ordinal) % g_last_kernel.size()].load(std::memory_order_relaxed);
+  const char* name = last_kernel_slot(ordinal).load(std::memory_order_relaxed);
   return name ? name : "";
 }
 
@@ -109,8 +114,7 @@ namespace {
   api.cuGetErrorName(rc, &name);
   api.cuGetErrorString(rc, &text);
   if (is_fault(rc)) {
-    const char* previous = g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()].load(
-        std::memory_order_relaxed);
+    const char* previous = last_kernel_slot(device.ordinal()).load(std::memory_order_relaxed);
     throw LaunchError(fmt::format("launching {} on cuda:{}: an earlier kernel faulted ({}: {}); the kernel launched last "
                                   "there was '{}'. The device's context is now unusable: restart the process",
                                   function.name(), device.ordinal(), name ? name : "?", text ? text : "",
@@ -175,8 +179,7 @@ void launch_with(const Function& function, const LaunchConfig& c, const Device& 
                                                static_cast<unsigned>(c.shared_mem), c.stream, params, extra)
                           : launch_with_attributes(api, fn, c, params, extra);
   if (rc != CUDA_SUCCESS) launch_failed(function, c, device, rc);
-  g_last_kernel[static_cast<std::size_t>(device.ordinal()) % g_last_kernel.size()].store(function.interned_name(),
-                                                                                          std::memory_order_relaxed);
+  last_kernel_slot(device.ordinal()).store(function.interned_name(), std::memory_order_relaxed);
 }
 
 }  // namespace

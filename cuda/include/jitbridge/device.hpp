@@ -58,7 +58,7 @@ class ContextGuard {
     if (device.api().cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != device.context()) push(device);
   }
   ~ContextGuard() {  // never throws
-    if (pushed_) pop();
+    if (pushed_ != nullptr) pop();
   }
   ContextGuard(const ContextGuard&) = delete;
   ContextGuard& operator=(const ContextGuard&) = delete;
@@ -66,7 +66,7 @@ class ContextGuard {
  private:
   void push(const Device& device);  // throws DriverError
   void pop() noexcept;
-  bool pushed_ = false;
+  const DriverApi* pushed_ = nullptr;  // the table push() used, which pop() uses too; null: nothing pushed
 };
 
 }  // namespace jitbridge

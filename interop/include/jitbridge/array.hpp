@@ -5,7 +5,6 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
