@@ -1,10 +1,16 @@
-"""gpt_ops.py — the jitbridge ops of the GPT example (gpt.py): layer norm and causal softmax, each a
-jitbridge.torch.custom_op with its backward kernels; the fused bias + GELU comes from ops.py.
+"""gpt_ops.py — the jitbridge ops of the GPT example (gpt.py): layer norm (alone, and fused with the residual add
+before it) and causal softmax, each a jitbridge.torch.custom_op with its backward kernels; the fused bias + GELU
+comes from ops.py.
 
 - layer_norm(x, weight, bias): y = (x - mean) / sqrt(var + 1e-5) * weight + bias over the last dimension, as
   torch.nn.functional.layer_norm computes it. The backward recomputes each row's mean and variance from x (the row
   is read anyway) instead of saving them, and sums the weight and bias gradients deterministically: each block
   adds its rows' contributions per column in a fixed order into a scratch tensor, a second kernel adds the blocks.
+- add_layer_norm(x, h, h_bias, weight, bias) -> (s, y): the residual add s = x + (h + h_bias), h being a linear
+  layer's product without its bias, and y = layer_norm(s, weight, bias), in one kernel; its backward adds the
+  gradient s has from later layers to the one through the norm, writes it for x and h and sums it over the rows for
+  h_bias, beside the weight and bias gradients (one scratch tensor, three sums). What torch.compile fuses for the
+  eager model (the linear's bias, the residual add and the next layer norm), done by hand.
 - causal_softmax(scores, scale): softmax over the last dimension of scale * scores [..., T, T], where query t sees
   keys 0..t and the others get 0 — what eager attention does in three kernels (scale, mask, softmax) in one pass.
 """
@@ -60,15 +66,31 @@ __global__ void ln_fwd(const T* __restrict__ x, const T* __restrict__ w, const T
   for (int c = threadIdx.x; c < C; c += blockDim.x) y[base + c] = (x[base + c] - mean) * rstd * w[c] + b[c];
 }
 
-// Rows [blockIdx.x * rows_per_block, +rows_per_block): grad_x per row, and this block's sums over its rows of
-// grad_y * xhat (for grad_w) and grad_y (for grad_b) per column into partial[0][blockIdx.x][c] and
-// partial[1][blockIdx.x][c]. C <= kMaxColumnsPerThread * blockDim.x.
+// One block per row: s = x + (h + h_bias), the residual add with the bias of the linear layer that made h, and
+// y = layer_norm(s). Each thread reads back only the elements of s it wrote itself, so no barrier is needed.
 template <class T>
-__global__ void ln_bwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ gy,
-                       T* __restrict__ gx, T* __restrict__ partial, int rows, int C, int rows_per_block, T eps) {
-  T acc_w[kMaxColumnsPerThread], acc_b[kMaxColumnsPerThread];
+__global__ void add_ln_fwd(const T* __restrict__ x, const T* __restrict__ h, const T* __restrict__ h_bias,
+                           const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ s, T* __restrict__ y,
+                           int C, T eps) {
+  const long long base = (long long)blockIdx.x * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s[base + c] = x[base + c] + (h[base + c] + h_bias[c]);
+  T mean, rstd;
+  row_stats(s + base, C, eps, mean, rstd);
+  for (int c = threadIdx.x; c < C; c += blockDim.x) y[base + c] = (s[base + c] - mean) * rstd * w[c] + b[c];
+}
+
+// Rows [blockIdx.x * rows_per_block, +rows_per_block) of the backward through y = layer_norm(x): the gradient
+// of x per row, plus grad_s (the gradient x has from elsewhere: kAdd, for add_ln_fwd's s) written to gx and gh;
+// and this block's sums over its rows per column of grad_y * xhat (for grad_w), grad_y (grad_b) and, with kAdd,
+// the gradient of s (grad_h_bias) into partial[k][blockIdx.x][c], k = 0, 1, 2. C <= kMaxColumnsPerThread *
+// blockDim.x.
+template <class T, bool kAdd>
+__device__ void ln_bwd_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ gs,
+                            const T* __restrict__ gy, T* __restrict__ gx, T* __restrict__ gh, T* __restrict__ partial,
+                            int rows, int C, int rows_per_block, T eps) {
+  T acc_w[kMaxColumnsPerThread], acc_b[kMaxColumnsPerThread], acc_h[kMaxColumnsPerThread];
 #pragma unroll
-  for (int j = 0; j < kMaxColumnsPerThread; ++j) acc_w[j] = acc_b[j] = T(0);
+  for (int j = 0; j < kMaxColumnsPerThread; ++j) acc_w[j] = acc_b[j] = acc_h[j] = T(0);
   const int r0 = blockIdx.x * rows_per_block;
   const int r1 = min(rows, r0 + rows_per_block);
   for (int r = r0; r < r1; ++r) {
@@ -89,30 +111,49 @@ __global__ void ln_bwd(const T* __restrict__ x, const T* __restrict__ w, const T
       if (c < C) {
         const T xhat = (x[base + c] - mean) * rstd;
         const T g = gy[base + c];
-        gx[base + c] = rstd * (g * w[c] - a - xhat * bsum);
+        T d = rstd * (g * w[c] - a - xhat * bsum);
+        if (kAdd) {
+          d += gs[base + c];
+          gh[base + c] = d;
+          acc_h[j] += d;
+        }
+        gx[base + c] = d;
         acc_w[j] += g * xhat;
         acc_b[j] += g;
       }
     }
   }
-  T* pw = partial + (long long)blockIdx.x * C;
-  T* pb = partial + ((long long)gridDim.x + blockIdx.x) * C;
 #pragma unroll
   for (int j = 0; j < kMaxColumnsPerThread; ++j) {
     const int c = threadIdx.x + j * blockDim.x;
-    if (c < C) { pw[c] = acc_w[j]; pb[c] = acc_b[j]; }
+    if (c < C) {
+      partial[(long long)blockIdx.x * C + c] = acc_w[j];
+      partial[((long long)gridDim.x + blockIdx.x) * C + c] = acc_b[j];
+      if (kAdd) partial[(2LL * gridDim.x + blockIdx.x) * C + c] = acc_h[j];
+    }
   }
 }
 
-// grad_w[c] = sum over blocks of partial[0][.][c] (blockIdx.y == 0), grad_b from partial[1] (blockIdx.y == 1).
-// Block (32, 16): threadIdx.x picks the column, threadIdx.y every 16th row block; the 16 slice sums are added in
-// order through shared memory.
 template <class T>
-__global__ void ln_grad_reduce(const T* __restrict__ partial, T* __restrict__ grad_w, T* __restrict__ grad_b,
-                               int row_blocks, int C) {
+__global__ void ln_bwd(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ gy,
+                       T* __restrict__ gx, T* __restrict__ partial, int rows, int C, int rows_per_block, T eps) {
+  ln_bwd_rows<T, false>(x, w, nullptr, gy, gx, nullptr, partial, rows, C, rows_per_block, eps);
+}
+
+// add_ln_fwd's backward: s is what it saved, gs and gy the incoming gradients of its outputs s and y; x and h
+// both get the gradient of s (gx, gh).
+template <class T>
+__global__ void add_ln_bwd(const T* __restrict__ s, const T* __restrict__ w, const T* __restrict__ gs,
+                           const T* __restrict__ gy, T* __restrict__ gx, T* __restrict__ gh, T* __restrict__ partial,
+                           int rows, int C, int rows_per_block, T eps) {
+  ln_bwd_rows<T, true>(s, w, gs, gy, gx, gh, partial, rows, C, rows_per_block, eps);
+}
+
+// out[c] = the sum over row blocks of p[rb][c], in a fixed order. Block (32, 16): threadIdx.x picks the column,
+// threadIdx.y every 16th row block; the 16 slice sums are added in order through shared memory.
+template <class T>
+__device__ void sum_row_blocks(const T* __restrict__ p, T* __restrict__ out, int row_blocks, int C) {
   __shared__ T slice[16][33];
-  const T* p = partial + (long long)blockIdx.y * row_blocks * C;
-  T* out = blockIdx.y == 0 ? grad_w : grad_b;
   const int c = blockIdx.x * 32 + threadIdx.x;
   T acc = T(0);
   if (c < C)
@@ -121,9 +162,24 @@ __global__ void ln_grad_reduce(const T* __restrict__ partial, T* __restrict__ gr
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     T total = T(0);
-    for (int s = 0; s < 16; ++s) total += slice[s][threadIdx.x];
+    for (int k = 0; k < 16; ++k) total += slice[k][threadIdx.x];
     out[c] = total;
   }
+}
+
+// grad_w from partial[0] (blockIdx.y == 0), grad_b from partial[1] (blockIdx.y == 1).
+template <class T>
+__global__ void ln_grad_reduce(const T* __restrict__ partial, T* __restrict__ grad_w, T* __restrict__ grad_b,
+                               int row_blocks, int C) {
+  sum_row_blocks(partial + (long long)blockIdx.y * row_blocks * C, blockIdx.y == 0 ? grad_w : grad_b, row_blocks, C);
+}
+
+// As ln_grad_reduce, and grad_h_bias from partial[2] (blockIdx.y == 2).
+template <class T>
+__global__ void add_ln_grad_reduce(const T* __restrict__ partial, T* __restrict__ grad_w, T* __restrict__ grad_b,
+                                   T* __restrict__ grad_h_bias, int row_blocks, int C) {
+  T* out = blockIdx.y == 0 ? grad_w : blockIdx.y == 1 ? grad_b : grad_h_bias;
+  sum_row_blocks(partial + (long long)blockIdx.y * row_blocks * C, out, row_blocks, C);
 }
 '''
 
@@ -187,7 +243,9 @@ check_layer_norm = (
 )
 
 
-ln_module = jitbridge.RawModule(code=LAYER_NORM_SOURCE, name_expressions=instances("ln_fwd", "ln_bwd", "ln_grad_reduce"))
+ln_module = jitbridge.RawModule(code=LAYER_NORM_SOURCE,
+                                name_expressions=instances("ln_fwd", "ln_bwd", "ln_grad_reduce", "add_ln_fwd",
+                                                           "add_ln_bwd", "add_ln_grad_reduce"))
 
 LAYER_NORM = dict(
     inputs=("x", "weight", "bias"),
@@ -208,6 +266,52 @@ LAYER_NORM = dict(
     scratch={"partial": Output(shape=lambda x: (2, ln_row_blocks(x), x.shape[-1]))},
 )
 layer_norm = jt.custom_op("jitbridge_gpt::layer_norm", **LAYER_NORM)
+
+
+def s_rows(s):
+    return ln_rows(s)
+
+
+def s_row_blocks(s):
+    return ln_row_blocks(s)
+
+
+def s_threads(s):
+    return ln_threads(s)
+
+
+# Beside layer_norm's checks: x is [C], [N, C] or [B, T, C] and h has its shape (rank, first and last size and
+# element count: exactly the shape at these ranks), h_bias is [C].
+check_add_layer_norm = check_layer_norm + (
+    jt.Check(lambda x, h: (x.dim() <= 3) & (h.dim() == x.dim()) & (h.shape[0] == x.shape[0])
+             & (h.shape[-1] == x.shape[-1]) & (h.numel() == x.numel()),
+             "x must have shape [C], [N, C] or [B, T, C], and h the shape of x"),
+    jt.Check(lambda x, h_bias: (h_bias.dim() == 1) & (h_bias.shape[0] == x.shape[-1]),
+             "h_bias must have shape [C] for x of shape [..., C]"),
+)
+
+ADD_LAYER_NORM = dict(
+    inputs=("x", "h", "h_bias", "weight", "bias"),
+    outputs={"s": Output(like="x"), "y": Output(like="x")},
+    check=check_add_layer_norm,
+    forward=Launch(per_dtype(ln_module, "add_ln_fwd"),
+                   args=("x", "h", "h_bias", "weight", "bias", "s", "y", size("x", -1), EPS),
+                   grid=ln_rows, block=ln_threads),
+    save=("s", "weight"),
+    backward=(
+        Launch(per_dtype(ln_module, "add_ln_bwd"),
+               args=("s", "weight", "grad_s", "grad_y", "grad_x", "grad_h", "partial", s_rows, size("s", -1),
+                     LN_ROWS_PER_BLOCK, EPS),
+               grid=s_row_blocks, block=s_threads),
+        Launch(per_dtype(ln_module, "add_ln_grad_reduce"),
+               args=("partial", "grad_weight", "grad_bias", "grad_h_bias", s_row_blocks, size("s", -1)),
+               grid=lambda s: (blocks(s.shape[-1], 32), 3), block=(32, 16)),
+    ),
+    grads={"x": Output(like="s"), "h": Output(like="s"), "h_bias": Output(like="weight"),
+           "weight": Output(like="weight"), "bias": Output(like="weight")},
+    scratch={"partial": Output(shape=lambda s: (3, s_row_blocks(s), s.shape[-1]))},
+)
+add_layer_norm = jt.custom_op("jitbridge_gpt::add_layer_norm", **ADD_LAYER_NORM)
 
 
 def softmax_threads(x):

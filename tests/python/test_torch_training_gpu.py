@@ -1,7 +1,7 @@
-"""jitbridge.torch in training, on the GPU: the GPT example's ops (examples/torch/gpt_ops.py: layer norm, causal
-softmax) against eager PyTorch, gradcheck, opcheck, torch.compile, CUDA graphs and a side stream; the compiled
-runner's direct eager path against the dispatcher path (a TorchDispatchMode sees the ops); and the GPT example's
-loss curve against the eager model's.
+"""jitbridge.torch in training, on the GPU: the GPT example's ops (examples/torch/gpt_ops.py: layer norm, layer
+norm with the residual add before it, causal softmax) against eager PyTorch, gradcheck, opcheck, torch.compile,
+CUDA graphs and a side stream; the compiled runner's direct eager path against the dispatcher path (a
+TorchDispatchMode sees the ops); and the GPT example's loss curve against the eager model's.
 
 Inputs are fresh random data; torch's caching allocator is first filled with NaN so an unwritten element shows."""
 import importlib
@@ -60,6 +60,66 @@ def test_layer_norm_matches_eager(gpt_ops, dtype, shape):
     torch.testing.assert_close(y, y_ref, **close(dtype, 10))
     for g, g_ref in zip(grads, grads_ref):      # grad_w and grad_b sum over all rows: other order, other bits
         torch.testing.assert_close(g, g_ref, **close(dtype, 100))
+
+
+def add_ln_inputs(shape, dtype):
+    C = shape[-1]
+    x = (3 * torch.randn(shape, device="cuda", dtype=dtype) + 1).requires_grad_()
+    h = torch.randn(shape, device="cuda", dtype=dtype, requires_grad=True)
+    h_bias, w, b = (torch.randn(C, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    return x, h, h_bias, w, b
+
+
+def add_ln_reference(x, h, h_bias, w, b):
+    s = x + (h + h_bias)            # as the eager model adds: the linear's bias first, then the residual
+    return s, ln_reference(s, w, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(4, 64, 128), (37, 5), (3, 1000), (2, 2048), (300, 1), (17,)])
+@pytest.mark.parametrize("gradients", ["s and y", "y only"])
+def test_add_layer_norm_matches_eager(gpt_ops, dtype, shape, gradients):
+    """Both outputs and all five gradients; with "y only" autograd has no gradient for s (the GPT model's last
+    norm), so the op's backward gets zeros for it."""
+    inputs = add_ln_inputs(shape, dtype)
+    grad_s, grad_y = torch.randn(shape, device="cuda", dtype=dtype), torch.randn(shape, device="cuda", dtype=dtype)
+    poison_allocator()
+    s, y = gpt_ops.add_layer_norm(*inputs)
+    s_ref, y_ref = add_ln_reference(*inputs)
+    torch.testing.assert_close(s, s_ref, rtol=0, atol=0)
+    torch.testing.assert_close(y, y_ref, **close(dtype, 10))
+    if gradients == "y only":
+        grads, grads_ref = (torch.autograd.grad(out, inputs, grad_y) for out in (y, y_ref))
+    else:
+        grads, grads_ref = (torch.autograd.grad(outs, inputs, (grad_s, grad_y)) for outs in ((s, y), (s_ref, y_ref)))
+    for g, g_ref in zip(grads, grads_ref):      # the [C] gradients sum over all rows: other order, other bits
+        torch.testing.assert_close(g, g_ref, **close(dtype, 100))
+    assert grads[0] is not grads[1] and grads[0].data_ptr() != grads[1].data_ptr()   # x and h: two tensors
+
+
+def test_add_layer_norm_gradcheck_and_opcheck(gpt_ops):
+    for shape in ((5, 6), (2, 3, 33)):
+        assert torch.autograd.gradcheck(gpt_ops.add_layer_norm, add_ln_inputs(shape, torch.float64))
+    inputs = add_ln_inputs((8, 48), torch.float32)
+    torch.library.opcheck(gpt_ops.add_layer_norm, inputs)
+    s = gpt_ops.add_layer_norm(*inputs)[0].detach()
+    w = inputs[3].detach()
+    torch.library.opcheck(torch.ops.jitbridge_gpt.add_layer_norm_backward.default,
+                          (s, w, torch.randn_like(s), torch.randn_like(s)), test_utils=NO_AUTOGRAD_CHECK)
+
+
+def test_add_layer_norm_refuses_mismatched_shapes(gpt_ops):
+    x, h, h_bias, w, b = (t.detach() for t in add_ln_inputs((4, 6, 8), torch.float32))
+    shape_error = r"add_layer_norm: x must have shape \[C\], \[N, C\] or \[B, T, C\], and h the shape of x"
+    for bad_h in (h.reshape(6, 4, 8), h.reshape(24, 8), h[:, :5]):
+        with pytest.raises(ValueError, match=shape_error):
+            gpt_ops.add_layer_norm(x, bad_h, h_bias, w, b)
+    with pytest.raises(ValueError, match=shape_error):
+        gpt_ops.add_layer_norm(x.reshape(2, 2, 6, 8), h.reshape(2, 2, 6, 8), h_bias, w, b)
+    with pytest.raises(ValueError, match=r"h_bias must have shape \[C\] for x of shape \[\.\.\., C\]"):
+        gpt_ops.add_layer_norm(x, h, torch.randn(7, device="cuda"), w, b)
+    with pytest.raises(ValueError, match=r"weight and bias must have shape \[C\]"):
+        gpt_ops.add_layer_norm(x, h, h_bias, w[:7], b)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
