@@ -1,18 +1,21 @@
 """gpt.py — a small GPT-style transformer trained with jitbridge kernels, against the same model in eager PyTorch.
 
 Each block is: layer norm -> causal self-attention -> residual, layer norm -> MLP (Linear, bias + GELU, Linear) ->
-residual. In the jitbridge model the layer norms, the attention's scale + causal mask + softmax and the MLP's
-bias + GELU are jitbridge ops with backward kernels (gpt_ops.py, ops.py); matrix products stay with torch (cuBLAS).
+residual. In the jitbridge model the layer norms (each with the residual add and linear bias before it), the
+attention's scale + causal mask + softmax and the MLP's bias + GELU are jitbridge ops with backward kernels
+(gpt_ops.py, ops.py); matrix products stay with torch (cuBLAS).
 The eager model computes the same with F.layer_norm, masked softmax and F.gelu; both start from the same weights.
 
 1. Loss curves: both models train for STEPS steps (AdamW, same seed, same batches of tokens from a fixed random
    bigram table, so there is something to learn); the losses must agree within LOSS_TOLERANCE at every step
    (float32; the kernels sum in other orders than torch's, so the curves drift apart by rounding only).
 2. Step time (forward + backward + optimizer step), at a small host-bound size and a large device-bound size:
-   eager, jitbridge, torch.compile(eager model). Timed as a training loop runs: STEPS_TIMED steps back to back
+   eager, jitbridge, torch.compile of each model. Timed as a training loop runs: STEPS_TIMED steps back to back
    between two CUDA events (device time per step) with a CPU timer beside them (host time per step), the variants
-   taking turns; medians over the rounds. Matrix products use TF32 tensor cores while timing, as training in float32
-   usually does (``--fp32-matmul`` turns that off); the loss comparison runs them in full float32.
+   taking turns (in reverse order every other round); medians over the ROUNDS rounds. A speedup is the median of
+   the per-round ratios of two variants (paired, so that the host's drift between rounds cancels), as
+   bench/bench_launch.py judges its goals. Matrix products use TF32 tensor cores while timing, as training in
+   float32 usually does (``--fp32-matmul`` turns that off); the loss comparison runs them in full float32.
 
 Run: python3 examples/torch/gpt.py [--steps N] [--sizes small,large] [--json PATH] [--plot PATH]
 """
@@ -29,7 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_ops import causal_softmax, layer_norm  # noqa: E402
+from gpt_ops import add_layer_norm, causal_softmax, layer_norm  # noqa: E402
 from ops import fused_bias_gelu  # noqa: E402
 
 STEPS = 300
@@ -38,7 +41,7 @@ SIZES = {   # name: (layers, width, heads, sequence, batch, vocabulary)
     "small": (2, 128, 4, 64, 8, 512),
     "large": (4, 512, 8, 1024, 8, 4096),
 }
-ROUNDS, STEPS_TIMED = 6, 10
+ROUNDS, STEPS_TIMED = 15, 10
 
 
 class Block(nn.Module):
@@ -53,10 +56,9 @@ class Block(nn.Module):
         self.fc1_bias = nn.Parameter(torch.zeros(4 * width))
         self.fc2 = nn.Linear(4 * width, width)
 
-    def norm(self, x, w, b):
-        return layer_norm(x, w, b) if self.jit else F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
-
-    def attention(self, x):
+    def attention(self, x, bias=True):
+        """Causal self-attention of x; without ``bias`` the output projection's bias is left to the caller (the
+        jitbridge model adds it in add_layer_norm)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=-1)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
@@ -67,16 +69,19 @@ class Block(nn.Module):
         else:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
             p = torch.softmax((scores * scale).masked_fill(mask, float("-inf")), dim=-1)
-        return self.proj((p @ v).transpose(1, 2).reshape(B, T, C))
+        o = (p @ v).transpose(1, 2).reshape(B, T, C)
+        return self.proj(o) if bias else F.linear(o, self.proj.weight)
 
-    def mlp(self, x):
+    def mlp(self, x, bias=True):
+        """Linear, bias + GELU, Linear; without ``bias`` the second linear's bias is left to the caller."""
         h = self.fc1(x)
         h = fused_bias_gelu(h, self.fc1_bias) if self.jit else F.gelu(h + self.fc1_bias, approximate="tanh")
-        return self.fc2(h)
+        return self.fc2(h) if bias else F.linear(h, self.fc2.weight)
 
     def forward(self, x):
-        x = x + self.attention(self.norm(x, self.ln1_w, self.ln1_b))
-        return x + self.mlp(self.norm(x, self.ln2_w, self.ln2_b))
+        """The eager model's block (the jitbridge model runs its blocks in GPT.residual_stream)."""
+        x = x + self.attention(F.layer_norm(x, (x.shape[-1],), self.ln1_w, self.ln1_b, 1e-5))
+        return x + self.mlp(F.layer_norm(x, (x.shape[-1],), self.ln2_w, self.ln2_b, 1e-5))
 
 
 class GPT(nn.Module):
@@ -89,12 +94,26 @@ class GPT(nn.Module):
         self.lnf_w, self.lnf_b = nn.Parameter(torch.ones(width)), nn.Parameter(torch.zeros(width))
         self.head = nn.Linear(width, vocabulary, bias=False)
 
+    def residual_stream(self, x):
+        """The jitbridge model's blocks and final norm: the same sums as the eager model's, with each residual add
+        (and the bias of the linear layer before it) done by the layer norm after it, the block's second or the
+        next block's first or the final one (add_layer_norm: one kernel where eager runs three)."""
+        first = self.blocks[0]
+        y = layer_norm(x, first.ln1_w, first.ln1_b)
+        norms_after = [(b.ln1_w, b.ln1_b) for b in self.blocks[1:]] + [(self.lnf_w, self.lnf_b)]
+        for block, (w, b) in zip(self.blocks, norms_after):
+            x, y = add_layer_norm(x, block.attention(y, bias=False), block.proj.bias, block.ln2_w, block.ln2_b)
+            x, y = add_layer_norm(x, block.mlp(y, bias=False), block.fc2.bias, w, b)
+        return y
+
     def forward(self, idx, targets):
         x = self.tokens(idx) + self.positions[: idx.shape[1]]
-        for block in self.blocks:
-            x = block(x)
-        x = layer_norm(x, self.lnf_w, self.lnf_b) if self.jit else F.layer_norm(x, (x.shape[-1],), self.lnf_w,
-                                                                                  self.lnf_b, 1e-5)
+        if self.jit:
+            x = self.residual_stream(x)
+        else:
+            for block in self.blocks:
+                x = block(x)
+            x = F.layer_norm(x, (x.shape[-1],), self.lnf_w, self.lnf_b, 1e-5)
         logits = self.head(x)
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
@@ -152,8 +171,8 @@ def compare_losses(size="small", steps=STEPS):
 
 
 def time_steps(variants, size):
-    """{name: (device ms per step, host ms per step)} for forward + backward + optimizer step, or a reason string
-    for a variant that could not run."""
+    """{name: ([device ms per step], [host ms per step]), one entry per round} for forward + backward + optimizer
+    step, or a reason string for a variant that could not run."""
     source = Batches(size)
     idx, targets = source.next()
     steps, results = {}, {}
@@ -175,8 +194,8 @@ def time_steps(variants, size):
         except Exception as e:      # torch.compile needs a working compiler toolchain
             results[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:70] if str(e) else ''})"
     samples = {name: ([], []) for name in steps}
-    for _ in range(ROUNDS):
-        for name, step in steps.items():
+    for r in range(ROUNDS):
+        for name, step in (list(steps.items()) if r % 2 == 0 else list(steps.items())[::-1]):
             step()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -189,9 +208,16 @@ def time_steps(variants, size):
             end.synchronize()
             samples[name][0].append(start.elapsed_time(end) / STEPS_TIMED)
             samples[name][1].append(host)
-    for name, (device, host) in samples.items():
-        results[name] = (statistics.median(device), statistics.median(host))
+    results.update(samples)
     return results
+
+
+def speedup(results, base, name):
+    """The median over rounds of base's device time / name's (paired per round), or None if either did not run."""
+    a, b = results.get(base), results.get(name)
+    if isinstance(a, str) or isinstance(b, str) or a is None or b is None:
+        return None
+    return statistics.median(x / y for x, y in zip(a[0], b[0]))
 
 
 def timing_variants(size):
@@ -219,15 +245,18 @@ def print_timing(size, results):
     layers, width, heads, sequence, batch, vocabulary = SIZES[size]
     print(f"\nstep time, {size}: {layers} layers, width {width}, {heads} heads, sequence {sequence}, batch {batch}, "
           f"vocabulary {vocabulary}; matmul precision {torch.get_float32_matmul_precision()!r} (median of {ROUNDS} "
-          f"rounds of {STEPS_TIMED} steps back to back)")
-    eager = results.get("eager PyTorch")
+          f"rounds of {STEPS_TIMED} steps back to back; speedups: median of the per-round ratios)")
     for name, value in results.items():
         if isinstance(value, str):
             print(f"  {name:<24} {value}")
             continue
-        device, host = value
-        ratio = f"{eager[0] / device:5.2f}x vs eager" if isinstance(eager, tuple) else ""
-        print(f"  {name:<24} {device:8.3f} ms/step (host {host:7.3f} ms/step)  {ratio}")
+        device, host = (statistics.median(v) for v in value)
+        ratio = speedup(results, "eager PyTorch", name)
+        shown = f"{ratio:5.2f}x vs eager" if ratio is not None else ""
+        print(f"  {name:<24} {device:8.3f} ms/step (host {host:7.3f} ms/step)  {shown}")
+    compiled = speedup(results, "torch.compile(eager)", "torch.compile(jitbridge)")
+    if compiled is not None:
+        print(f"  torch.compile(jitbridge) vs torch.compile(eager): {compiled:.2f}x")
 
 
 def plot(curves, path):
@@ -261,7 +290,7 @@ def main(argv=None):
     parser.add_argument("--plot", help="plot the loss curves to this PNG file (needs matplotlib)")
     args = parser.parse_args(argv)
     import jitbridge.torch as jt
-    runners = {op._schema.name: jt.runner(op) for op in (fused_bias_gelu, layer_norm, causal_softmax)}
+    runners = {op._schema.name: jt.runner(op) for op in (fused_bias_gelu, layer_norm, add_layer_norm, causal_softmax)}
     for name, r in runners.items():  # native unless JITBRIDGE_TORCH_NATIVE=0 or the add-on cannot be built
         print(f"{name}: {r.kind} runner ({r.reason})")
 
@@ -282,8 +311,11 @@ def main(argv=None):
     for size in sizes:
         results = time_steps(timing_variants(size), size)
         print_timing(size, results)
-        report["timing"][size] = {k: v if isinstance(v, str) else {"device_ms": v[0], "host_ms": v[1]}
-                                  for k, v in results.items()}
+        report["timing"][size] = {
+            k: v if isinstance(v, str) else {"device_ms": statistics.median(v[0]), "host_ms": statistics.median(v[1]),
+                                             "speedup_vs_eager": speedup(results, "eager PyTorch", k),
+                                             "rounds_device_ms": v[0], "rounds_host_ms": v[1]}
+            for k, v in results.items()}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
