@@ -395,18 +395,29 @@ TEST_CASE("warnings are kept on the program") {
   CHECK(p->log.find("unused") != std::string::npos);
 }
 
+// Makes `to` the working directory for a scope and goes back to the old one however the scope ends (a failed
+// REQUIRE or an exception included), before the TempDir it points into is removed.
+struct WorkingDirectory {
+  char old[4096] = {};
+  bool moved = false;
+  explicit WorkingDirectory(const std::string& to) {
+    moved = ::getcwd(old, sizeof old) != nullptr && ::chdir(to.c_str()) == 0;
+  }
+  ~WorkingDirectory() {  // never throws
+    if (moved) (void)::chdir(old);
+  }
+};
+
 TEST_CASE("a failed compile leaves no trace file in the working directory") {
   const jitbridge::testing::TempDir dir("cwd");
-  char old[4096];
-  REQUIRE(::getcwd(old, sizeof old));
-  REQUIRE(::chdir(dir.path.c_str()) == 0);
+  const WorkingDirectory cwd(dir.path);
+  REQUIRE(cwd.moved);
   CompileOptions o = for_arch();
   o.headers = {{"bad.h", "int broken = ;\n"}};
   CHECK_THROWS_AS(compile("#include \"bad.h\"\n", o, &memory_cache()), CompileError);
   compile("extern \"C\" __global__ void after_failure() {}", for_arch(), &memory_cache());
   struct stat st;
   CHECK(::stat(".json", &st) != 0);
-  REQUIRE(::chdir(old) == 0);
 }
 
 TEST_CASE("resources read from the cubin agree with ptxas's report") {
