@@ -20,9 +20,10 @@ Each rank checks that:
    by torch through torch.from_dlpack (no copy: the same address), are the input and output of all_reduce,
    all_gather and broadcast; every element is checked.
 
-Each rank prints a summary line (naming the runner the ops used: native or python, see jitbridge.torch.runner); rank 0 prints "ddp: ok" when every rank passed (a rank that fails raises, and
-torchrun then stops the others and exits with an error). Run without torchrun (no RANK in
-the environment), it says how to start it and exits with status 2.
+Each rank prints a summary line (naming the runner the ops used: native or python, see jitbridge.torch.runner);
+rank 0 prints "ddp: ok" when every rank passed (a rank that fails raises, and torchrun then stops the others and
+exits with an error). Run without torchrun (no RANK in the environment), it says how to start it and exits with
+status 2.
 """
 import os
 import sys
