@@ -404,7 +404,8 @@ struct WorkingDirectory {
     moved = ::getcwd(old, sizeof old) != nullptr && ::chdir(to.c_str()) == 0;
   }
   ~WorkingDirectory() {  // never throws
-    if (moved) (void)::chdir(old);
+    if (moved && ::chdir(old) != 0) {  // nothing to do: the case has ended either way
+    }
   }
 };
 
