@@ -73,7 +73,7 @@ def bare_kernels(torch, ops):
         grad_x, grad_bias = torch.empty_like(x), torch.empty_like(bias)
         partial = torch.empty((row_blocks * apart, cols), device=x.device, dtype=x.dtype)
         bwd((ops.blocks(cols, 4 * ops.BWD_THREADS), row_blocks), ops.BWD_THREADS,
-            (x, bias, grad_y, grad_x, partial, grad_bias, ops.rows_of(x), cols, ops.rows_per_block(x)))
+            (x, bias, grad_y, grad_x, partial, grad_bias, ops.rows_of(x), cols))
         if apart:
             reduce(ops.blocks(cols, 32), (32, 16), (partial, grad_bias, row_blocks, cols))
         return grad_x, grad_bias

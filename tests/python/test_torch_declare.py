@@ -373,7 +373,7 @@ def test_the_op_runner_checks_before_launching_and_passes_declared_arguments(mon
     grad_x, grad_bias = backward(x, bias, _FakeTensor((300, 1024), torch.float32, cuda))
     assert (grad_x.shape, grad_bias.shape) == ((300, 1024), (1024,))
     (name1, grid1, _, args1), (name2, grid2, block2, args2) = launches
-    assert (name1, grid1, args1[5:]) == ("bias_gelu_bwd<float>", (1, 5), (grad_bias, 300, 1024, 64))
+    assert (name1, grid1, args1[5:]) == ("bias_gelu_bwd<float>", (1, 5), (grad_bias, 300, 1024))
     assert args1[4].shape == (5, 1024) and args1[4] is args2[0]     # scratch: [row blocks, C], shared
     assert (name2, grid2, block2, args2[1], args2[2:]) == ("bias_grad_reduce<float>", 32, (32, 16), grad_bias,
                                                            (5, 1024))
@@ -384,7 +384,7 @@ def test_the_op_runner_checks_before_launching_and_passes_declared_arguments(mon
     grad_x, grad_bias = backward(small, bias, _FakeTensor((64, 1024), torch.float32, cuda))
     ((name1, grid1, _, args1),) = launches
     assert (name1, grid1, args1[4].shape, args1[5:]) == ("bias_gelu_bwd<float>", (1, 1), (0, 1024),
-                                                         (grad_bias, 64, 1024, 64))
+                                                         (grad_bias, 64, 1024))
     launches.clear()
     none = _FakeTensor((0, 1024), torch.float32, cuda)
     grad_x, grad_bias = backward(none, bias, _FakeTensor((0, 1024), torch.float32, cuda))
