@@ -68,6 +68,8 @@ def make_bias(cols, dtype, offset):
     ((4, 3, 130), 0, False),     # more than two dimensions
     ((64, 256), 1, False),       # misaligned bias: scalar path
     ((64, 256), 0, True),        # non-contiguous x: made contiguous first
+    ((40003, 64), 0, False),     # over 528 * 64 rows: 528 row blocks, each every 528th row, an odd row left
+    ((34000, 5), 0, False),      # the same on the scalar path
 ])
 def test_fused_bias_gelu_matches_eager(ops, dtype, shape, bias_offset, strided):
     dtype = getattr(torch, dtype)
