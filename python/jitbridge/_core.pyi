@@ -591,8 +591,6 @@ class _Kernel:
         """
         <RawKernel saxpy(float const*, float*, int)>: the name and signature ('(...)' for kernels from files).
         """
-    def _pack(self, *args) -> list:
-        ...
     def max_active_blocks_per_sm(self, block_size: typing.SupportsIndex, shared_mem: typing.SupportsIndex = 0) -> int:
         """
         How many blocks of `block_size` threads using `shared_mem` bytes of dynamic shared memory fit on one multiprocessor of the current device (cuOccupancyMaxActiveBlocksPerMultiprocessor). ValueError for block_size < 1 or shared_mem out of range, NoDriverError without a driver, DriverError if the driver refuses.
@@ -604,11 +602,6 @@ class _Kernel:
     @property
     def _module(self) -> _Module:
         ...
-    @property
-    def _shortcuts(self) -> list:
-        """
-        The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.
-        """
     @property
     def attributes(self) -> dict:
         """

@@ -12,7 +12,7 @@ namespace jitbridge::python {
 // Bumped whenever a member of JitbridgeInternals is added, removed or changes meaning. jitbridge_testing refuses a
 // table whose version or size differs from the one it was built with (a build tree's jitbridge_testing beside a
 // wheel built from another commit).
-constexpr std::uint32_t kInternalsVersion = 5;
+constexpr std::uint32_t kInternalsVersion = 6;
 // The capsule's name (PyCapsule_Import takes "jitbridge._core._internals").
 constexpr const char* kInternalsCapsule = "jitbridge._core._internals";
 
@@ -45,6 +45,15 @@ struct JitbridgeInternals {
   // device's primary context current and writes the kernel's CUfunction there and its CUkernel. 0, or -1 with the
   // Python error set (TypeError: no kernel; ValueError, NoDriverError, DriverError as a launch raises them).
   int (*kernel_function)(PyObject* kernel, int device, CUfunction* function, CUkernel* handle);
+  // The launch shortcuts `kernel` (a jitbridge._core._Kernel) has learnt so far, oldest first: a new list of
+  // (argument types, usable, how each argument is read) tuples, the last a tuple of launch_shortcut.hpp's
+  // ShortcutArg::Kind names. NULL with the error set (TypeError when `kernel` is not a kernel).
+  PyObject* (*kernel_shortcuts)(PyObject* kernel);
+  // Packs the `nargs` Python objects at `args` for `kernel` (a jitbridge._core._Kernel) as a launch with its
+  // check_args setting packs them, without launching (no GPU needed): a new list of bytes, one per parameter. `args`
+  // must stay valid while Python code runs (a tuple's items). NULL with the error set (TypeError when `kernel` is
+  // not a kernel; TypeError, ValueError, OverflowError... as a launch raises them for the arguments).
+  PyObject* (*kernel_pack)(PyObject* kernel, PyObject* const* args, Py_ssize_t nargs);
 };
 
 }  // namespace jitbridge::python

@@ -1,8 +1,8 @@
 // jitbridge_testing.cpp — the test-only extension module jitbridge_testing (never installed): synthetic DLPack
 // capsules and exchange-API producers over host memory, a deleter counter, and the reads of jitbridge._core's own
-// state (the adapter a type got, the CuPy stream reader, a Tensor's buffer owners, a kernel's CUfunction)
-// through the versioned `_core._internals` table (python/src/internals.hpp). docs/DESIGN.md, "Python bindings
-// layout", says why it is a module of its own.
+// state (the adapter a type got, the CuPy stream reader, a Tensor's buffer owners, a kernel's shortcuts, packed
+// arguments and CUfunction) through the versioned `_core._internals` table (python/src/internals.hpp).
+// docs/DESIGN.md, "Python bindings layout", says why it is a module of its own.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -320,6 +320,13 @@ const JitbridgeInternals& core_internals() {
   return *table;
 }
 
+py::list pack_args(py::handle kernel, const py::tuple& args) {
+  PyObject* r =
+      core_internals().kernel_pack(kernel.ptr(), &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));
+  if (!r) throw py::error_already_set();
+  return py::reinterpret_steal<py::list>(r);
+}
+
 }  // namespace jitbridge::python
 
 PYBIND11_MODULE(jitbridge_testing, m) {
@@ -411,5 +418,20 @@ PYBIND11_MODULE(jitbridge_testing, m) {
         },
         py::arg("kernel"),
         "How many launches of a RawKernel took a launch shortcut (all its shortcuts, every device) so far.");
+  m.def("kernel_shortcuts",
+        [](py::handle kernel) {
+          PyObject* r = core_internals().kernel_shortcuts(kernel.ptr());
+          if (!r) throw py::error_already_set();
+          return py::reinterpret_steal<py::list>(r);
+        },
+        py::arg("kernel"),
+        "The launch shortcuts a RawKernel has learnt so far, oldest first: a new list of (argument types, usable, "
+        "how each argument is read) tuples. TypeError when kernel is no RawKernel.");
+  m.def("pack_args",
+        [](py::handle kernel, py::args args) { return pack_args(kernel, args); },
+        py::arg("kernel"),
+        "The bytes a launch of a RawKernel would pass for args (a new list of bytes, one per parameter), packed with "
+        "every check of its check_args setting, without launching (no GPU needed). TypeError when kernel is no "
+        "RawKernel; the errors a launch raises for the arguments.");
   bind_launch_floors(m);
 }

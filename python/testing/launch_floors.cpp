@@ -1,7 +1,7 @@
 // launch_floors.cpp — jitbridge_testing's launch benchmarks (bench/bench_launch.py): the raw cuLaunchKernel floors
 // (a C++ loop; `prepared`, a callable with Python in the loop) and the launch path's phases each in a C++ loop. Only
-// this test-only module has this code: _core lends the kernel's bytes (RawKernel._pack, with every check) and its
-// CUfunction (_internals.kernel_function); the rest runs in this module's own copy of the bindings.
+// this test-only module has this code: _core lends the kernel's bytes (_internals.kernel_pack, with every check) and
+// its CUfunction (_internals.kernel_function); the rest runs in this module's own copy of the bindings.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -106,7 +106,7 @@ py::tuple args_of(py::handle args, const char* what) {
 }
 
 // The floor of `kernel` (a RawKernel) for `args`: the consumer stream and the arrays' device as a launch decides
-// them, the bytes _core packs (RawKernel._pack: every check), at the offsets the driver gives.
+// them, the bytes _core packs (_internals.kernel_pack: every check), at the offsets the driver gives.
 Floor prepare(py::handle kernel, LaunchConfig config, py::tuple args) {
   const std::size_t n = static_cast<std::size_t>(PyTuple_GET_SIZE(args.ptr()));
   int device = -1;
@@ -120,7 +120,7 @@ Floor prepare(py::handle kernel, LaunchConfig config, py::tuple args) {
   Floor f;
   CUkernel handle = nullptr;
   if (core_internals().kernel_function(kernel.ptr(), device, &f.function, &handle) != 0) throw py::error_already_set();
-  const py::list packed = kernel.attr("_pack")(*args);
+  const py::list packed = pack_args(kernel, args);
   // The layout: the signature's (which _core checked against the driver's), else the driver's own.
   std::vector<std::size_t> sizes;
   const py::object signature = kernel.attr("signature");

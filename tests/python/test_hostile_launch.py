@@ -13,6 +13,7 @@ import pytest
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES
 from hostile import Index
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -226,7 +227,7 @@ def uses_of(obj):
             yield name, lambda attr=attr: attr.fget(obj)
         elif callable(attr):
             args = {"__getitem__": (0,), "kernel": ("k",), "lowered_name": ("k",), "_global": ("g",),
-                    "max_active_blocks_per_sm": (32,), "_pack": ()}.get(name, ())
+                    "max_active_blocks_per_sm": (32,)}.get(name, ())
             yield name, lambda attr=attr, args=args: attr(obj, *args)
 
 
@@ -297,7 +298,7 @@ def test_kernel_arguments_whose_index_or_float_raises_are_named(s):
     boom = RuntimeError("boom")
     with pytest.raises(TypeError, match=r"^saxpy: argument 3: __index__\(\) of the Raises failed "
                                         r"\(RuntimeError: boom\)$") as info:
-        s._pack(2.5, dev(), dev(), Raises(boom))
+        hooks.pack_args(s, 2.5, dev(), dev(), Raises(boom))
     assert info.value.__cause__ is boom
 
     class BadFloat:
@@ -306,7 +307,7 @@ def test_kernel_arguments_whose_index_or_float_raises_are_named(s):
 
     with pytest.raises(TypeError, match=r"^saxpy: argument 0: float\(\) of the BadFloat failed "
                                         r"\(ArithmeticError: no float\)$"):
-        s._pack(BadFloat(), dev(), dev(), 7)
+        hooks.pack_args(s, BadFloat(), dev(), dev(), 7)
     with pytest.raises(TypeError, match=r"^saxpy: argument 0"):
         s(1, 32, (BadFloat(), dev(), dev(), 7))
 
@@ -314,9 +315,9 @@ def test_kernel_arguments_whose_index_or_float_raises_are_named(s):
 def test_a_kernel_argument_past_strs_digit_limit_is_an_overflow_error(s):
     """Used to raise str()'s ValueError about its digit limit while wording the OverflowError."""
     with pytest.raises(OverflowError, match=r"^saxpy: argument 3: <a int> does not fit in any integer parameter$"):
-        s._pack(2.5, dev(), dev(), 10 ** 5000)
+        hooks.pack_args(s, 2.5, dev(), dev(), 10 ** 5000)
     with pytest.raises(OverflowError, match=r"^saxpy: argument 3: -?\d+ does not fit"):
-        s._pack(2.5, dev(), dev(), -(2 ** 64))
+        hooks.pack_args(s, 2.5, dev(), dev(), -(2 ** 64))
 
 
 # ---- 2. the argument container changed while the arguments convert ---------------------------------

@@ -8,6 +8,7 @@ import pytest
 
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -46,7 +47,7 @@ def test_signature_and_repr(k):
 
 
 def test_packing_writes_exact_parameter_bytes(k):
-    packed = k._pack(*args())
+    packed = hooks.pack_args(k, *args())
     assert struct.unpack("<Q", packed[0])[0] == ADDR
     assert struct.unpack("<i", packed[2])[0] == 5
     assert packed[3] == bytes([200])
@@ -61,7 +62,7 @@ def test_packing_writes_exact_parameter_bytes(k):
 def test_numpy_scalars_and_structured_scalars(k):
     rec = np.zeros((), dtype=[("scale", "<f8"), ("n", "<i4"), ("pad", "V4")])[()]
     rec["scale"], rec["n"] = 9.0, 3
-    packed = k._pack(*args(n=np.int64(9), f=np.float32(0.5), flag=np.bool_(False), p=rec))
+    packed = hooks.pack_args(k, *args(n=np.int64(9), f=np.float32(0.5), flag=np.bool_(False), p=rec))
     assert struct.unpack("<i", packed[2])[0] == 9
     assert struct.unpack("<f", packed[5])[0] == 0.5
     assert packed[4] == b"\x00"
@@ -69,7 +70,7 @@ def test_numpy_scalars_and_structured_scalars(k):
 
 
 def test_none_is_a_null_pointer(k):
-    assert k._pack(*args(raw=None))[9] == b"\x00" * 8
+    assert hooks.pack_args(k, *args(raw=None))[9] == b"\x00" * 8
 
 
 @pytest.mark.parametrize("over, exc, words", [
@@ -96,7 +97,7 @@ def test_none_is_a_null_pointer(k):
 def test_bad_arguments_are_named(k, over, exc, words):
     over = {name: value() if callable(value) else value for name, value in over.items()}
     with pytest.raises(exc) as info:
-        k._pack(*args(**over))
+        hooks.pack_args(k, *args(**over))
     assert words in str(info.value)
     assert str(info.value).startswith("k: argument ")
 
@@ -105,15 +106,15 @@ def test_read_only_arrays_only_into_const_pointers(k):
     class ReadOnly:
         __cuda_array_interface__ = {"shape": (16,), "typestr": "<f4", "data": (ADDR, True), "version": 3}
 
-    k._pack(*args(a=ReadOnly()))  # const float* takes it
+    hooks.pack_args(k, *args(a=ReadOnly()))  # const float* takes it
     with pytest.raises(ValueError, match="read-only"):
-        k._pack(*args(b=ReadOnly()))
+        hooks.pack_args(k, *args(b=ReadOnly()))
 
 
 def test_wrong_argument_count_quotes_the_signature(k):
     s = jitbridge.RawKernel(SRC, "saxpy", arch="sm_90")
     with pytest.raises(TypeError, match=r"saxpy\(float, float const\*, float\*, int\) takes 4 arguments, 3 given"):
-        s._pack(1.0, dev(), dev())
+        hooks.pack_args(s, 1.0, dev(), dev())
     with pytest.raises(TypeError, match="takes 4 arguments, 3 given"):
         s(1, 32, (1.0, dev(), dev()))
 
@@ -167,18 +168,18 @@ def test_template_kernels_through_name_expressions():
     assert m.get_function("fill<float>") is f
     i = m.get_function("fill<int>")
     with pytest.raises(TypeError, match="'int' takes an integer"):
-        i._pack(dev("int32"), 1.5, 3)
-    assert struct.unpack("<f", f._pack(dev(), 2.0, 3)[1])[0] == 2.0
+        hooks.pack_args(i, dev("int32"), 1.5, 3)
+    assert struct.unpack("<f", hooks.pack_args(f, dev(), 2.0, 3)[1])[0] == 2.0
 
 
 def test_tensor_views_from_arrays():
     k = jitbridge.RawKernel('#include <jitbridge/tensor.cuh>\n'
                             'extern "C" __global__ void t(jitbridge::Tensor<const float, 2> in) {}', "t", arch="sm_90")
     view = jitbridge.from_ptr(ADDR, (3, 4), "float32", device="cuda:0", strides=(1, 3))
-    data = struct.unpack("<Qqqqq", k._pack(view)[0])
+    data = struct.unpack("<Qqqqq", hooks.pack_args(k, view)[0])
     assert data == (ADDR, 3, 4, 1, 3)
     with pytest.raises(ValueError, match="the view has rank 2"):
-        k._pack(dev())
+        hooks.pack_args(k, dev())
 
 
 def test_raw_module_argument_errors(tmp_path):
@@ -200,10 +201,10 @@ def test_argument_conversion_may_launch_again(k):
     class Reentrant:
         @property
         def __cuda_array_interface__(self):
-            inner_results.append(k._pack(*args()))   # 11 arguments: more than the outer call has
+            inner_results.append(hooks.pack_args(k, *args()))   # 11 arguments: more than the outer call has
             return {"shape": (16,), "typestr": "<f4", "data": (ADDR + 4096, False), "version": 3}
 
-    packed = saxpy._pack(2.5, Reentrant(), dev(addr=ADDR + 8192), 7)
+    packed = hooks.pack_args(saxpy, 2.5, Reentrant(), dev(addr=ADDR + 8192), 7)
     assert struct.unpack("<f", packed[0])[0] == 2.5
     assert struct.unpack("<Q", packed[1])[0] == ADDR + 4096
     assert struct.unpack("<Q", packed[2])[0] == ADDR + 8192

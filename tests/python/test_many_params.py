@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 import jitbridge
+from testing_hooks import hooks
 
 HEADER = r'''
 #include <cuda_fp16.h>
@@ -71,9 +72,9 @@ def test_int_parameters(n):
     assert [(p.kind, p.type, p.spelling, p.size, p.align) for p in sig] == [("value", "int", "int", 4, 4)] * n
     assert str(sig) == "(" + ", ".join(["int"] * n) + ")"
     values = [(i * 7919 - 1_000_000) * (-1) ** i for i in range(n)]
-    assert k._pack(*values) == [struct.pack("<i", v) for v in values]
+    assert hooks.pack_args(k, *values) == [struct.pack("<i", v) for v in values]
     with pytest.raises(TypeError, match=rf"takes {n} arguments, {n - 1} given"):
-        k._pack(*values[:-1])
+        hooks.pack_args(k, *values[:-1])
 
 
 def test_mixed_parameters_match_the_same_types_probed_alone():

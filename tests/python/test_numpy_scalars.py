@@ -1,8 +1,9 @@
 """NumPy scalars as kernel arguments, without a GPU: by value under the rules Python numbers follow (issue 28).
 
 Every NumPy scalar kind into every scalar parameter type gives what its Python equivalent gives (the same bytes, or
-the same exception with the same words), on the full path (k._pack) and on the launch shortcut (a child on the fake
-driver of tests/fuzz/fake_cuda, which records the parameter bytes each launch reached the driver with)."""
+the same exception with the same words), on the full path (jitbridge_testing.pack_args) and on the launch shortcut (a
+child on the fake driver of tests/fuzz/fake_cuda, which records the parameter bytes each launch reached the driver
+with)."""
 import math
 import struct
 
@@ -12,6 +13,7 @@ import pytest
 import jitbridge
 from fake_driver import LAUNCH_PRELUDE, run_json_child
 from gpu_frameworks import MADE_UP_ADDRESSES
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -51,7 +53,7 @@ def kernels():
 def outcome(kernel, value):
     """('ok', bytes) or (exception type, message with the argument's type name taken out)."""
     try:
-        return ("ok", bytes(kernel._pack(value)[0]))
+        return ("ok", bytes(hooks.pack_args(kernel, value)[0]))
     except (TypeError, ValueError, OverflowError) as e:
         name = type(value).__name__ if type(value).__module__ == "builtins" else "numpy." + type(value).__name__
         return (type(e), str(e).replace(f"got {name};", "got T;"))
@@ -78,24 +80,25 @@ def test_numpy_scalars_follow_the_rules_of_python_numbers(kernels, param):
 
 
 def test_the_rules_in_words(kernels):
-    assert struct.unpack("<d", kernels["double"]._pack(np.float32(0.1))[0])[0] == float(np.float32(0.1))  # widening
-    assert struct.unpack("<f", kernels["float"]._pack(np.float16(0.1))[0])[0] == float(np.float16(0.1))
-    assert np.frombuffer(kernels["__half"]._pack(np.float32(0.5))[0], np.float16)[0] == 0.5
-    assert struct.unpack("<f", kernels["float"]._pack(np.float64(0.1))[0])[0] == np.float32(0.1)  # rounded
+    widened = hooks.pack_args(kernels["double"], np.float32(0.1))[0]
+    assert struct.unpack("<d", widened)[0] == float(np.float32(0.1))  # widening
+    assert struct.unpack("<f", hooks.pack_args(kernels["float"], np.float16(0.1))[0])[0] == float(np.float16(0.1))
+    assert np.frombuffer(hooks.pack_args(kernels["__half"], np.float32(0.5))[0], np.float16)[0] == 0.5
+    assert struct.unpack("<f", hooks.pack_args(kernels["float"], np.float64(0.1))[0])[0] == np.float32(0.1)  # rounded
     with pytest.raises(OverflowError, match=r"k10: argument 0 \(float\): 1e\+300 is out of range for 'float'"):
-        kernels["float"]._pack(np.float64(1e300))
+        hooks.pack_args(kernels["float"], np.float64(1e300))
     with pytest.raises(OverflowError, match="out of range for '__half'"):
-        kernels["__half"]._pack(np.float32(1e5))
+        hooks.pack_args(kernels["__half"], np.float32(1e5))
     with pytest.raises(TypeError, match=r"got numpy.float32; 'int' takes an integer"):
-        kernels["int"]._pack(np.float32(1.0))   # before: its 4 bytes went in as they were
+        hooks.pack_args(kernels["int"], np.float32(1.0))   # before: its 4 bytes went in as they were
     with pytest.raises(OverflowError, match="300 does not fit in 'unsigned char'"):
-        kernels["unsigned char"]._pack(np.int64(300))
+        hooks.pack_args(kernels["unsigned char"], np.int64(300))
     with pytest.raises(OverflowError, match="-1 does not fit in 'unsigned int'"):
-        kernels["unsigned int"]._pack(np.int8(-1))
-    assert kernels["unsigned long long"]._pack(np.uint64(2**64 - 1))[0] == b"\xff" * 8
+        hooks.pack_args(kernels["unsigned int"], np.int8(-1))
+    assert hooks.pack_args(kernels["unsigned long long"], np.uint64(2**64 - 1))[0] == b"\xff" * 8
     with pytest.raises(TypeError, match="'bool' takes True or False"):
-        kernels["bool"]._pack(np.int8(1))
-    assert kernels["bool"]._pack(np.bool_(True))[0] == b"\x01"
+        hooks.pack_args(kernels["bool"], np.int8(1))
+    assert hooks.pack_args(kernels["bool"], np.bool_(True))[0] == b"\x01"
 
 
 def test_subclasses_and_other_numpy_floats_keep_their_rules(kernels):
@@ -103,12 +106,12 @@ def test_subclasses_and_other_numpy_floats_keep_their_rules(kernels):
         pass
 
     # not exactly numpy.float32: a buffer, its bytes (as before)
-    assert kernels["float"]._pack(MyFloat32(2.0))[0] == struct.pack("<f", 2.0)
+    assert hooks.pack_args(kernels["float"], MyFloat32(2.0))[0] == struct.pack("<f", 2.0)
     with pytest.raises(ValueError, match="got 4 bytes; the parameter has 8"):
-        kernels["double"]._pack(MyFloat32(2.0))
+        hooks.pack_args(kernels["double"], MyFloat32(2.0))
     if np.dtype(np.longdouble).itemsize not in (4, 8):
         with pytest.raises(ValueError, match="bytes; the parameter has 8"):
-            kernels["double"]._pack(np.longdouble(2.0))
+            hooks.pack_args(kernels["double"], np.longdouble(2.0))
 
 
 SHORTCUT_CHILD = LAUNCH_PRELUDE + r'''
@@ -168,7 +171,7 @@ EXTRA = [(np.int32(-5), np.int8(3), np.int64(7), np.uint8(9), np.bool_(True), np
 for j, values in enumerate(EXTRA):
     call(f"extra {j} learns", *values)
     call(f"extra {j} again", *values)
-records.append(dict(label="kinds", kinds=[list(how) for _, usable, how in k._shortcuts if usable]))
+records.append(dict(label="kinds", kinds=[list(how) for _, usable, how in hooks.kernel_shortcuts(k) if usable]))
 print(json.dumps(records))
 '''
 

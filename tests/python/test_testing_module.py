@@ -14,11 +14,13 @@ OLD_HOOKS = ["_testing_capsule", "_testing_deleter_count", "_testing_exchange_ap
 
 
 BENCH_HOOKS = ["_raw_launch_batch", "_prepared", "_launch_phases"]  # now jitbridge_testing's (bench_launch.py)
+KERNEL_HOOKS = ["_pack", "_shortcuts"]  # now jitbridge_testing.pack_args and kernel_shortcuts
 
 
 def test_production_module_has_no_test_hooks():
     assert [name for name in OLD_HOOKS if hasattr(_core, name)] == []
-    assert [name for name in BENCH_HOOKS if hasattr(_core._Kernel, name)] == []
+    assert [name for name in BENCH_HOOKS + KERNEL_HOOKS if hasattr(_core._Kernel, name)] == []
+    assert [name for name in KERNEL_HOOKS if hasattr(jitbridge.RawKernel, name)] == []
     assert not hasattr(_core, "_Prepared")
     assert type(_core._internals).__name__ == "PyCapsule"
 
@@ -28,6 +30,28 @@ def test_benchmark_floors_refuse_what_is_no_kernel():
                  lambda: hooks.launch_phases(None, 1, 32, (), 1)):
         with pytest.raises(TypeError, match="expected a RawKernel"):
             call()
+
+
+@pytest.mark.parametrize("hook", ["pack_args", "kernel_shortcuts", "shortcut_launches", "use_target"])
+def test_kernel_hooks_refuse_what_is_no_kernel(hook):
+    call = getattr(hooks, hook)
+    module = jitbridge.RawModule('extern "C" __global__ void k(int n) {}', arch="sm_90")
+    for wrong, name in [(None, "NoneType"), (3, "int"), ("k", "str"), (module, "RawModule"),
+                        (module.get_function("k")[1, 32], "_Configured")]:
+        with pytest.raises(TypeError, match=rf"^{hook}: kernel: expected a RawKernel \(jitbridge._core._Kernel\), "
+                                            rf"got {name}$"):
+            call(wrong)
+    for cls in (jitbridge.RawKernel, _core._Kernel):  # made by __new__ alone: never initialised
+        with pytest.raises(TypeError, match="not initialised"):
+            call(cls.__new__(cls))
+
+
+def test_kernel_hooks_read_a_kernel():
+    k = jitbridge.RawModule('extern "C" __global__ void k(int n, double x) {}', arch="sm_90").get_function("k")
+    assert hooks.pack_args(k, 7, 0.5) == [(7).to_bytes(4, "little"), bytes.fromhex("000000000000e03f")]
+    with pytest.raises(TypeError, match=r"^k\(int, double\) takes 2 arguments, 1 given$"):
+        hooks.pack_args(k, 7)  # one argument short: the launch's own error
+    assert hooks.kernel_shortcuts(k) == []  # none learnt without a launch
 
 
 def _refusal(run_python, table):

@@ -12,6 +12,7 @@ import pytest
 
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES, need_torch
+from testing_hooks import hooks
 
 THREADS = 8
 WAIT = 120  # seconds a barrier waits before it breaks: a lost thread fails the test instead of hanging it
@@ -114,7 +115,8 @@ def pack_args(t, n=None):
 @MADE_UP_ADDRESSES
 def test_eight_threads_pack_on_one_kernel_at_once():
     k = jitbridge.RawKernel(PACK_SRC, "k", arch="sm_90")
-    serial = [k._pack(*pack_args(t)) for t in range(THREADS)]
+    pack = hooks.pack_args  # imported here, before the threads (a test without jitbridge_testing skips here)
+    serial = [pack(k, *pack_args(t)) for t in range(THREADS)]
     assert struct.unpack("<i", serial[3][2])[0] == 1003
     assert struct.unpack("<Q", serial[3][1])[0] == ADDR + 4096 * 3
     meet = threading.Barrier(THREADS, timeout=WAIT)
@@ -122,12 +124,12 @@ def test_eight_threads_pack_on_one_kernel_at_once():
     def body(t):
         out = []
         for _ in range(50):
-            out.append(k._pack(*pack_args(t)))
+            out.append(pack(k, *pack_args(t)))
         meeting = MeetingInt(1000 + t, meet)
-        out.append(k._pack(*pack_args(t, n=meeting)))  # all 8 half-way through together
+        out.append(pack(k, *pack_args(t, n=meeting)))  # all 8 half-way through together
         assert meeting.met
         with pytest.raises(OverflowError, match="does not fit in 'int'"):
-            k._pack(*pack_args(t, n=2 ** 40))
+            pack(k, *pack_args(t, n=2 ** 40))
         return out
 
     for t, packs in enumerate(run_together(body)):
@@ -137,10 +139,11 @@ def test_eight_threads_pack_on_one_kernel_at_once():
 @MADE_UP_ADDRESSES
 def test_eight_threads_each_build_and_pack_their_own_kernel():
     tag = uuid.uuid4()
+    pack = hooks.pack_args  # imported here, before the threads
 
     def body(t):
         k = jitbridge.RawKernel(variant(tag, t), f"scale_{t}", arch="sm_90")
-        return str(k.signature), k._pack(jitbridge.from_ptr(ADDR, (4,), "float32", device="cuda:0"), t)
+        return str(k.signature), pack(k, jitbridge.from_ptr(ADDR, (4,), "float32", device="cuda:0"), t)
 
     results = run_together(body)
     assert results == [("(float*, int)", [struct.pack("<Q", ADDR), struct.pack("<i", t)]) for t in range(THREADS)]

@@ -1,5 +1,5 @@
 """Vector and struct pointers, complex scalars, check_args=False and JAX outputs, packed against real signatures
-(k._pack; no GPU). Arrays are jitbridge.from_ptr views or CAI objects at made-up device addresses."""
+(jitbridge_testing.pack_args; no GPU). Arrays are jitbridge.from_ptr views or CAI objects at made-up device addresses."""
 import struct
 
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 
 import jitbridge
 from gpu_frameworks import MADE_UP_ADDRESSES
+from testing_hooks import hooks
 
 pytestmark = MADE_UP_ADDRESSES
 
@@ -48,9 +49,9 @@ def test_probe_records_pointee_size_and_alignment(mod):
 
 def test_vector_pointers_take_their_scalar_dtype(mod):
     k = mod.get_function("vec")
-    packed = k._pack(*vec_args())
+    packed = hooks.pack_args(k, *vec_args())
     assert [struct.unpack("<Q", b)[0] for b in packed] == [ADDR] * 6
-    k._pack(*vec_args(z=dev("complex128", shape=(3,))))  # double2* keeps complex128
+    hooks.pack_args(k, *vec_args(z=dev("complex128", shape=(3,))))  # double2* keeps complex128
 
 
 @pytest.mark.parametrize("over, exc, words", [
@@ -63,7 +64,7 @@ def test_vector_pointers_take_their_scalar_dtype(mod):
 ])
 def test_vector_pointer_failures_name_the_rule(mod, over, exc, words):
     with pytest.raises(exc) as info:
-        mod.get_function("vec")._pack(*vec_args(**over))
+        hooks.pack_args(mod.get_function("vec"), *vec_args(**over))
     assert words in str(info.value)
     assert str(info.value).startswith("vec: argument ")
 
@@ -72,24 +73,24 @@ def test_structured_arrays_into_struct_pointers(mod):
     k = mod.get_function("rec")
     good = np.dtype([("x", "f4"), ("y", "i4")], align=True)
     assert good.itemsize == 8
-    assert struct.unpack("<Q", k._pack(dev(good, shape=(4,)))[0])[0] == ADDR
+    assert struct.unpack("<Q", hooks.pack_args(k, dev(good, shape=(4,)))[0])[0] == ADDR
     with pytest.raises(TypeError, match="size: the array's items have 5 bytes; 'Pair' has 8"):
-        k._pack(dev(np.dtype([("x", "f4"), ("y", "i1")]), shape=(4,)))
+        hooks.pack_args(k, dev(np.dtype([("x", "f4"), ("y", "i1")]), shape=(4,)))
     with pytest.raises(ValueError, match="alignment"):
-        k._pack(dev(good, shape=(4,), addr=ADDR + 4))
+        hooks.pack_args(k, dev(good, shape=(4,), addr=ADDR + 4))
     with pytest.raises(TypeError, match="structured dtype"):
-        k._pack(dev("float32"))
+        hooks.pack_args(k, dev("float32"))
 
     class CAI:  # CuPy exports structured arrays as typestr |V<n>
         __cuda_array_interface__ = {"shape": (4,), "typestr": "|V8", "data": (ADDR, False), "version": 3}
 
-    k._pack(CAI())
+    hooks.pack_args(k, CAI())
 
 
 def test_complex_scalars_at_the_parameter_type(mod):
     k = mod.get_function("cplx")
     v = np.zeros(4, np.float32).tobytes()
-    packed = k._pack(1 + 2j, np.complex64(3 - 4j), complex(5, 6), np.complex128(7 + 8j), 0.5, v)
+    packed = hooks.pack_args(k, 1 + 2j, np.complex64(3 - 4j), complex(5, 6), np.complex128(7 + 8j), 0.5, v)
     assert struct.unpack("<dd", packed[0]) == (1.0, 2.0)
     assert struct.unpack("<ff", packed[1]) == (3.0, -4.0)
     assert struct.unpack("<ff", packed[2]) == (5.0, 6.0)
@@ -109,16 +110,16 @@ def test_complex_refusals(mod, index, value, exc, words):
     good = [1j, np.complex64(1j), 1j, 1j, 0.5, bytes(16)]
     good[index] = value
     with pytest.raises(exc) as info:
-        mod.get_function("cplx")._pack(*good)
+        hooks.pack_args(mod.get_function("cplx"), *good)
     assert words in str(info.value)
 
 
 def test_check_args_per_kernel_and_per_call(mod):
     k = jitbridge.RawKernel(SRC, "vec", arch="sm_90", check_args=False)
     assert k.check_args is False
-    k._pack(*vec_args(a=dev("int8", shape=(3,), addr=ADDR + 1)))  # any dtype, count and alignment
+    hooks.pack_args(k, *vec_args(a=dev("int8", shape=(3,), addr=ADDR + 1)))  # any dtype, count and alignment
     with pytest.raises(ValueError, match="device memory"):  # host memory stays refused
-        k._pack(*vec_args(a=jitbridge.from_ptr(ADDR, (16,), "float32", device="cpu")))
+        hooks.pack_args(k, *vec_args(a=jitbridge.from_ptr(ADDR, (16,), "float32", device="cpu")))
     checked = mod.get_function("vec")
     assert checked.check_args is True
     bad = vec_args(a=dev("int8"))
@@ -134,7 +135,7 @@ def test_check_args_per_kernel_and_per_call(mod):
         except jitbridge.NoDriverError:
             pass
     with pytest.raises(TypeError, match="dtype: got a int8 array"):  # the kernel's own setting is unchanged
-        checked._pack(*bad)
+        hooks.pack_args(checked, *bad)
     m = jitbridge.RawModule(code=SRC, arch="sm_90", check_args=False)
     assert m.get_function("out").check_args is False
 
@@ -144,13 +145,13 @@ def test_jax_arrays_are_refused_as_outputs(mod):
                                       "__cuda_array_interface__": {"shape": (16,), "typestr": "<f4",
                                                                    "data": (ADDR, False), "version": 3}})
     k = mod.get_function("out")
-    k._pack(dev(), JaxArray())  # const float* takes it
+    hooks.pack_args(k, dev(), JaxArray())  # const float* takes it
     with pytest.raises(ValueError) as info:
-        k._pack(JaxArray(), dev())
+        hooks.pack_args(k, JaxArray(), dev())
     assert str(info.value) == ("out: argument 0 (float*): JAX arrays are immutable; declare the parameter const, "
                                "or pass check_args=False")
     k.check_args = False
     try:
-        k._pack(JaxArray(), dev())
+        hooks.pack_args(k, JaxArray(), dev())
     finally:
         k.check_args = True

@@ -309,21 +309,6 @@ void bind_kernels(py::module_& m) {
                     "Whether launches check each argument against its parameter (default True). False: any "
                     "array into any pointer (dtype, element count, alignment and read-only are not checked); host "
                     "memory and arrays on another device are still refused. A call's check_args= overrides it.")
-      .def_property_readonly("_shortcuts", initialised([](const KernelObject& k) {
-        static const char* kinds[] = {"exchange_array", "cupy_array",    "numba_array", "null_pointer",
-                                      "integer",        "index_integer", "boolean",     "floating",
-                                      "buffer",         "numpy_scalar"};
-        py::list out;
-        for (const auto& s : k.shortcuts) {
-          py::list types, how;
-          for (const ShortcutArg& a : s->args) {
-            types.append(py::handle(reinterpret_cast<PyObject*>(a.type)));
-            how.append(kinds[static_cast<int>(a.kind)]);
-          }
-          out.append(py::make_tuple(py::tuple(types), s->usable, py::tuple(how)));
-        }
-        return out;
-      }), "The launch shortcuts learnt so far: (argument types, usable, how each is read). For tests.")
       .def_property_readonly("attributes", initialised([](const KernelObject& k) { return attributes(k); }),
                              "The driver's cuFuncGetAttribute values for this kernel on the current device, as a "
                              "new dict (num_regs, max_threads_per_block, shared_size_bytes, const_size_bytes, "
@@ -360,10 +345,6 @@ void bind_kernels(py::module_& m) {
            "(min_grid_size, block_size): the block size with the highest occupancy on the current device and the "
            "grid that fills it (cuOccupancyMaxPotentialBlockSize), for `shared_mem` bytes of dynamic shared memory "
            "per block and at most `block_size_limit` threads (0: no limit). Errors as max_active_blocks_per_sm.")
-      .def("_pack",
-           initialised([](const KernelObject& k, py::args args) {
-             return pack_from_python(k, &PyTuple_GET_ITEM(args.ptr(), 0), PyTuple_GET_SIZE(args.ptr()));
-           }))
       .def("__getitem__", [](py::object self, py::object config) {
         KernelObject& k = self_of<KernelObject>(self.ptr());
         const py::tuple t =

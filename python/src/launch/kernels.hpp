@@ -85,7 +85,7 @@ inline void launch_from_python(const KernelObject& k, LaunchConfig& config, PyOb
   launch_full_path(k, config, args, n, stream_obj, check_args);
 }
 // Packs `args` against `k`'s signature without launching (no GPU needed); returns the bytes of
-// each parameter. For tests and for users who want to see what a launch would pass.
+// each parameter. `args` as for launch_from_python. For the test-only jitbridge_testing.pack_args (_core._internals).
 py::list pack_from_python(const KernelObject& k, PyObject* const* args, Py_ssize_t nargs);
 
 // grid=/block=/cluster= values: an int or a tuple (or list) of up to 3 ints, each from 1 to

@@ -8,7 +8,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 BUILD = os.environ.get("JITBRIDGE_FUZZ_BUILD", os.path.join(ROOT, "build-fuzz"))
 sys.path.insert(0, os.path.join(BUILD, "python"))
-sys.path.append(os.path.join(BUILD, "python_testing"))  # jitbridge_testing, the test hooks (fuzz_dlpack)
+sys.path.append(os.path.join(BUILD, "python_testing"))  # jitbridge_testing, the test hooks (fuzz_dlpack, fuzz_launch)
 sys.path.insert(0, HERE)
 
 import atheris  # noqa: E402

@@ -1,9 +1,10 @@
-"""fuzz_launch.py — atheris target: RawKernel argument packing (k._pack) and launches (k(grid, block, args, ...),
-k[grid, block, stream, shared_mem](...)) against real signatures compiled by NVRTC, on the fake GPU of
-tests/fuzz/fake_cuda (a recorded cuLaunchKernel). Fuzzed arguments: arrays (from_ptr views, CAI objects whose
-property may change the argument list being read), ints and floats at the limits, NumPy scalars, bools, None, bytes;
-fuzzed configurations: grid/block/cluster items of every type and size, shared_mem, stream, flags whose __bool__
-raises. Checked against reference_launch; an accepted launch must reach the driver exactly as configured."""
+"""fuzz_launch.py — atheris target: RawKernel argument packing (jitbridge_testing.pack_args, the test-only module)
+and launches (k(grid, block, args, ...), k[grid, block, stream, shared_mem](...)) against real signatures compiled by
+NVRTC, on the fake GPU of tests/fuzz/fake_cuda (a recorded cuLaunchKernel). Fuzzed arguments: arrays (from_ptr views,
+CAI objects whose property may change the argument list being read), ints and floats at the limits, NumPy scalars,
+bools, None, bytes; fuzzed configurations: grid/block/cluster items of every type and size, shared_mem, stream, flags
+whose __bool__ raises. Checked against reference_launch; an accepted launch must reach the driver exactly as
+configured."""
 import ctypes
 import struct
 import sys
@@ -15,6 +16,7 @@ from fuzz_common import finding
 import hostile
 from hostile import build
 import jitbridge
+import jitbridge_testing as testing  # the test-only extension (python/testing): pack_args
 import reference as ref
 import reference_launch as rl
 
@@ -269,7 +271,8 @@ def test_one(data):
             except ref.Invalid as e:
                 outcomes.append(ref.Refuse(str(e)))
     if form == "pack":
-        fc.check(lambda: k._pack(*args), outcomes, "_pack " + context, compare_packed, producer_may_raise=True)
+        fc.check(lambda: testing.pack_args(k, *args), outcomes, "pack_args " + context, compare_packed,
+                 producer_may_raise=True)
         return
     c = config_spec(fdp)
     config_outcomes = []
