@@ -1,6 +1,6 @@
 // plan.hpp — the torch add-on's view of a declaration: the phases, output rules, launches and autograd wiring of
 // one op, parsed from the text jitbridge/torch/description.py writes (one record per line, rules as expr.hpp programs).
-// Included by addon.cpp only (the add-on is one translation unit).
+// Included by addon.cpp and run_phase.hpp (the add-on is one translation unit).
 #ifndef JITBRIDGE_TORCH_NATIVE_PLAN_HPP
 #define JITBRIDGE_TORCH_NATIVE_PLAN_HPP
 
