@@ -124,12 +124,8 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
   const size_t dtype = static_cast<size_t>(lead.scalar_type());
   TORCH_CHECK(dtype < kDtypes, p.op, ": ", p.title, ": unknown dtype ", lead.scalar_type());
   if (!p.trusted) {
-    if (!p.allowed_for[dtype]) {
-      std::string list;
-      for (const auto& a : p.allowed) list += (list.empty() ? "" : ", ") + a;
-      TORCH_CHECK_TYPE(false, p.op, ": ", arg_name(p, static_cast<size_t>(p.dispatch)), " has dtype ",
-                       dtype_text(lead.scalar_type()), "; the kernels are declared for ", list);
-    }
+    TORCH_CHECK_TYPE(p.allowed_for[dtype], p.op, ": ", arg_name(p, static_cast<size_t>(p.dispatch)), " has dtype ",
+                     dtype_text(lead.scalar_type()), "; the kernels are declared for ", p.allowed_text);
     for (const auto& [slot, want] : p.require_for[dtype]) {
       const at::Tensor& t = s.tensor(slot);
       TORCH_CHECK_TYPE(t.scalar_type() == want, p.op, ": ", arg_name(p, static_cast<size_t>(slot)), " has dtype ",
