@@ -2,6 +2,8 @@
 traced into expressions, or the reason they stay Python), and the add-on's build at first use (cache key, cache
 hit, one build for N processes, every fallback and its one warning), driven by a stand-in torch and compiler."""
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -150,6 +152,26 @@ def test_build_once_then_cached(fake):
     path2, record2 = native_addon.build(fake.torch, root=str(fake.cache))
     assert path2 == path and not record2["built"] and record2["seconds"] == record["seconds"]
     assert len(builds(fake)) == 1
+
+
+def test_cache_key_hashes_every_source_the_build_reads(fake, tmp_path, monkeypatch):
+    """SOURCES (hashed into the cache key) is every C++ file of torch_native, and every local header those include
+    is one of them or c_api.h (hashed too), so an edit to any rebuilds the add-on instead of reusing a stale one."""
+    source_dir = Path(native_addon.SOURCE_DIR)
+    assert {p.name for p in source_dir.iterdir() if p.suffix in (".cpp", ".hpp", ".h")} == set(native_addon.SOURCES)
+    for name in native_addon.SOURCES:
+        for included in re.findall(r'^#include "([^"]+)"', (source_dir / name).read_text(), re.M):
+            assert included in native_addon.SOURCES or included == "jitbridge/c_api.h", (name, included)
+    copy = tmp_path / "torch_native"
+    shutil.copytree(source_dir, copy)
+    monkeypatch.setattr(native_addon, "SOURCE_DIR", str(copy))
+    info = native_addon.torch_info(fake.torch)
+    keys = [native_addon.cache_key(info, "cc 1.0", "0.1")]
+    for name in native_addon.SOURCES:
+        with open(copy / name, "a") as f:
+            f.write("// edited\n")
+        keys.append(native_addon.cache_key(info, "cc 1.0", "0.1"))
+    assert len(set(keys)) == len(keys) == 1 + len(native_addon.SOURCES)
 
 
 @pytest.mark.parametrize("change", ["version", "git", "cuda", "abi", "compiler", "flags"])

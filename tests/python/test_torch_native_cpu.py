@@ -156,6 +156,7 @@ def test_the_add_on_refuses_descriptions_that_do_not_fit_the_op(cache):
         print(refused(text.replace("names x bias grad_y", "names bias x grad_y")))
         print(refused(text.replace("dispatch 0", "dispatch 9", 1)))
         print(refused(text.replace("arg slot 2", "arg slot 99", 1)))
+        print(refused(text.replace("require float64 1 float64", "require float64 9 float64", 1)))
         print(refused(text.replace("jb_cpu_refused::fused_bias_gelu", "jb_cpu_refused::never_defined")))
         x, b = meta(4, 8), meta(8)
         print(tuple(torch.autograd.grad(m.fused_bias_gelu(x, b).sum(), x)[0].shape))  # still the old kernels
@@ -174,9 +175,10 @@ def test_the_add_on_refuses_descriptions_that_do_not_fit_the_op(cache):
                       "of what the backward takes"), out[6]
     assert "dispatch argument" in out[7], out[7]
     assert "slot is out of range" in out[8], out[8]
-    assert "is not defined" in out[9], out[9]
-    assert out[10] == "(4, 8)"
-    assert out[11].startswith("ValueError: jb_cpu_refused::fused_bias_gelu: x is a cpu tensor")
+    assert out[9] == "jb_cpu_refused::fused_bias_gelu: forward: a dtype rule's slot is out of range", out[9]
+    assert "is not defined" in out[10], out[10]
+    assert out[11] == "(4, 8)"
+    assert out[12].startswith("ValueError: jb_cpu_refused::fused_bias_gelu: x is a cpu tensor")
     assert out[-1] == "end"
 
 

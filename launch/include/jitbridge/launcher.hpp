@@ -56,8 +56,13 @@ void validate_launch(const Function& function, const LaunchConfig& config, const
 inline bool same_shape(const LaunchConfig& a, const LaunchConfig& b) noexcept {
   constexpr std::size_t head = offsetof(LaunchConfig, stream), tail_at = offsetof(LaunchConfig, cluster),
                         tail = offsetof(LaunchConfig, programmatic_dependent) + sizeof(bool) - tail_at;
+  // The two runs must be every field but the stream, with no padding inside them (padding bytes are unset, so equal
+  // configurations could differ there). The assert catches a field inserted into a run or a changed type; the binding
+  // names every field of LaunchConfig, so a field appended after programmatic_dependent (which can sit in the tail
+  // padding and move neither an offset nor sizeof) fails to compile here until the runs and this list include it.
   static_assert(head == 2 * sizeof(Dim3) + sizeof(std::size_t) && tail == sizeof(Dim3) + 2 * sizeof(bool),
                 "same_shape: LaunchConfig's fields around the stream must hold no padding");
+  [[maybe_unused]] const auto& [grid, block, shared_mem, stream, cluster, cooperative, programmatic_dependent] = a;
   const auto* x = reinterpret_cast<const unsigned char*>(&a);
   const auto* y = reinterpret_cast<const unsigned char*>(&b);
   return std::memcmp(x, y, head) == 0 && std::memcmp(x + tail_at, y + tail_at, tail) == 0;

@@ -21,7 +21,7 @@ import warnings
 
 #: The add-on's C++ sources (shipped in the package, beside this package).
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_native")
-SOURCES = ("addon.cpp", "plan.hpp", "expr.hpp")
+SOURCES = ("addon.cpp", "plan.hpp", "run_phase.hpp", "expr.hpp")
 _CAPSULE = b"jitbridge._core._c_api"
 
 

@@ -1,6 +1,6 @@
 // plan.hpp — the torch add-on's view of a declaration: the phases, output rules, launches and autograd wiring of
 // one op, parsed from the text jitbridge/torch/description.py writes (one record per line, rules as expr.hpp programs).
-// Included by addon.cpp only (the add-on is one translation unit).
+// Included by addon.cpp and run_phase.hpp (the add-on is one translation unit).
 #ifndef JITBRIDGE_TORCH_NATIVE_PLAN_HPP
 #define JITBRIDGE_TORCH_NATIVE_PLAN_HPP
 
@@ -94,12 +94,12 @@ struct Phase {
   std::string op, title;
   std::vector<char> kinds;   // per argument: T (tensor), f, i, b
   int dispatch = 0;
-  bool contiguous = true, trusted = false, keyed = false;
-  std::vector<std::string> allowed;  // empty: any dtype
-  std::map<std::string, std::vector<std::pair<int, at::ScalarType>>> require;  // key ("*": unkeyed) -> (slot, dtype)
-  // From allowed, keyed and require (finish_phase), per dispatch dtype: whether it is allowed, and the dtype rules.
+  bool contiguous = true, trusted = false;
+  // From the "keyed", "allowed" and "require" records (finish_phase; the records themselves are not kept), per
+  // dispatch dtype: whether it is allowed, and the dtype rules (slot, dtype) of its key.
   PerDtype<bool> allowed_for{};
   PerDtype<std::vector<std::pair<int, at::ScalarType>>> require_for;
+  std::string allowed_text;  // the allowed dtypes as declared, for the refusal's message ("float32, float64")
   std::vector<OutRule> outs;
   std::vector<LaunchPlan> launches;
   std::vector<std::string> names;  // argument names, for messages
@@ -186,15 +186,24 @@ std::string dtype_key(at::ScalarType t) {
   return n ? n : "";
 }
 
-// Fills the per-dtype tables of a parsed phase: the allowed dtypes, the dtype rules of the key (the dtype's name when
-// keyed, else "*") and each launch's kernel (the last of its "*" or dtype-name entries). Per call, run_phase indexes
-// them by the dispatch tensor's dtype.
-inline void finish_phase(Phase& p) {
+// A phase's "keyed", "allowed" and "require" records as parsed, read by finish_phase only and not kept: calls read the
+// per-dtype tables made from them, validate_phase those tables' slots, the refusal of a dtype allowed_text.
+struct DtypeRecords {
+  bool keyed = false;
+  std::vector<std::string> allowed;  // empty: any dtype
+  std::map<std::string, std::vector<std::pair<int, at::ScalarType>>> require;  // key ("*": unkeyed) -> (slot, dtype)
+};
+
+// Fills the per-dtype tables of a parsed phase from its dtype records: the allowed dtypes, the dtype rules of the key
+// (the dtype's name when keyed, else "*") and each launch's kernel (the last of its "*" or dtype-name entries). Per
+// call, run_phase indexes them by the dispatch tensor's dtype.
+inline void finish_phase(Phase& p, const DtypeRecords& r) {
+  for (const auto& a : r.allowed) p.allowed_text += (p.allowed_text.empty() ? "" : ", ") + a;
   for (size_t d = 0; d < kDtypes; ++d) {
     std::string key = dtype_key(static_cast<at::ScalarType>(d));
-    p.allowed_for[d] = p.allowed.empty() || std::find(p.allowed.begin(), p.allowed.end(), key) != p.allowed.end();
-    auto it = p.require.find(p.keyed ? key : std::string("*"));
-    if (it != p.require.end()) p.require_for[d] = it->second;
+    p.allowed_for[d] = r.allowed.empty() || std::find(r.allowed.begin(), r.allowed.end(), key) != r.allowed.end();
+    auto it = r.require.find(r.keyed ? key : std::string("*"));
+    if (it != r.require.end()) p.require_for[d] = it->second;
     for (auto& l : p.launches)
       for (const auto& [k, kernel] : l.kernels)
         if (k == "*" || k == key) l.kernel_for[d] = kernel;
@@ -216,6 +225,7 @@ std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& tit
   auto p = std::make_shared<Phase>();
   p->op = op;
   p->title = title;
+  DtypeRecords dtypes;
   auto rest_expr = [](const std::vector<std::string>& t, size_t from) {
     return jtn::parse_expr(std::vector<std::string>(t.begin() + static_cast<long>(from), t.end()));
   };
@@ -245,11 +255,11 @@ std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& tit
       c.condition = rest_expr(cl, 2);
       p->checks.push_back(std::move(c));
     } else if (w == "keyed") {
-      p->keyed = t.at(1) == "1";
+      dtypes.keyed = t.at(1) == "1";
     } else if (w == "allowed") {
-      p->allowed.assign(t.begin() + 1, t.end());
+      dtypes.allowed.assign(t.begin() + 1, t.end());
     } else if (w == "require") {
-      p->require[t.at(1)].emplace_back(to_int(t.at(2)), dtype_of_name(t.at(3)));
+      dtypes.require[t.at(1)].emplace_back(to_int(t.at(2)), dtype_of_name(t.at(3)));
     } else if (w == "out") {  // out <slot> <returned> <a<slot>|d<dtype>> like <slot> | dims <n>
       OutRule r;
       r.slot = to_int(t.at(1));
@@ -304,7 +314,7 @@ std::shared_ptr<Phase> parse_phase(const std::string& op, const std::string& tit
       throw std::invalid_argument("unknown phase record '" + w + "'");
     }
   }
-  finish_phase(*p);
+  finish_phase(*p, dtypes);
   return p;
 }
 
@@ -331,7 +341,7 @@ inline void validate_phase(const Phase& p, size_t n_args, size_t n_returned) {
   }
   need(returned == n_returned, "returns " + std::to_string(returned) + " tensors, the schema " +
                                    std::to_string(n_returned));
-  for (const auto& [key, required] : p.require)
+  for (const auto& required : p.require_for)  // the rules kept: those of the keys a dtype reads (finish_phase)
     for (const auto& [slot, dtype] : required) need(slot_ok(slot), "a dtype rule's slot is out of range");
   for (const auto& c : p.checks)
     for (int slot : c.shown) need(slot_ok(slot), "a check's slot is out of range");
