@@ -112,7 +112,8 @@ inline Expr parse_expr(const std::vector<std::string>& tokens) {
       if (rest.empty() || *end != '\0') throw std::invalid_argument("expression token '" + t + "': bad float");
     } else if (c == 's') {
       auto colon = rest.find(':');
-      if (colon == std::string::npos) throw std::invalid_argument("expression token '" + t + "': expected s<slot>:<dim>");
+      if (colon == std::string::npos)
+        throw std::invalid_argument("expression token '" + t + "': expected s<slot>:<dim>");
       in.op = Op::Size;
       in.slot = detail::parse_slot(rest.substr(0, colon), t);
       in.i = detail::parse_int(rest.substr(colon + 1), t);

@@ -99,7 +99,8 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
       const at::Tensor& t = args[i].toTensor();
       TORCH_CHECK_VALUE(t.defined(), p.op, ": ", arg_name(p, i), " is an undefined tensor");
       if (!p.trusted) {
-        TORCH_CHECK_VALUE(t.is_cuda(), p.op, ": ", arg_name(p, i), " is a ", c10::DeviceTypeName(t.device().type(), true),
+        TORCH_CHECK_VALUE(t.is_cuda(), p.op, ": ", arg_name(p, i), " is a ",
+                          c10::DeviceTypeName(t.device().type(), true),
                           " tensor; this op's kernels run on CUDA tensors");
         if (first >= 0)
           TORCH_CHECK_VALUE(t.device() == s.tensors[static_cast<size_t>(first)].device(), p.op, ": ", arg_name(p, i),
@@ -171,7 +172,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
   const c10::Device device = lead.device();
   Results results;
   for (const auto& r : p.outs) {
-    at::ScalarType dtype = r.dtype_slot >= 0 ? s.tensor(r.dtype_slot).scalar_type() : r.dtype_fixed;
+    const at::ScalarType out_dtype = r.dtype_slot >= 0 ? s.tensor(r.dtype_slot).scalar_type() : r.dtype_fixed;
     c10::SmallVector<int64_t, 6> shape;
     if (r.like >= 0) {
       auto sizes = s.tensor(r.like).sizes();
@@ -183,7 +184,7 @@ Results run_phase(const Phase& p, c10::ArrayRef<c10::IValue> args) {
         shape.push_back(v);
       }
     }
-    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
+    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(out_dtype).device(device));
     s.tensors[static_cast<size_t>(r.slot)] = out;
     if (r.returned) results.push_back(out);
   }
