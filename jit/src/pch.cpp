@@ -11,12 +11,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include <algorithm>
 #include <atomic>
 #include <map>
 
 #include "cache_internal.hpp"
+#include "cache_lock.hpp"
 #include "jit_internal.hpp"
 #include "jitbridge/cuda_search.hpp"
 #include "jitbridge/nvrtc_api.hpp"
@@ -46,6 +48,11 @@ constexpr std::size_t kMaxReady = 4;                 // cub's PCH is 178 MB
 constexpr std::uint64_t kMaxReadyBytes = 1ull << 30;
 constexpr std::size_t kMaxEntries = 256;             // seen and failed ones are small
 constexpr std::size_t kMaxHeapBytes = 2ull << 30;    // NVRTC's PCH heap is 256 MiB by default
+// In each PCH directory: the lock its process holds while it lives (pch_remove_orphans).
+constexpr const char* kOwnerLock = "owner.lock";
+// A directory without a usable lock is judged by its PID alone only once untouched this long: its owner may be
+// between making it and taking the lock (microseconds), in a PID namespace where kill() cannot see it.
+constexpr std::time_t kUnlockedGraceSeconds = 60;
 
 using Clock = std::chrono::steady_clock;
 
@@ -79,6 +86,10 @@ struct Registry {
   std::map<std::string, std::shared_ptr<PchEntry>> entries;
   std::string dir;  // private to this process, made on first need, removed at exit
   pid_t owner = 0;  // the process that made `dir` (a forked child leaves it alone at its exit)
+  // The flock on `dir`'s kOwnerLock, taken when `dir` is made and never released: the kernel drops it when this
+  // process (and any child forked since, which shares it) is gone, however it ends. Never destroyed (nor is the
+  // registry), so never unlocked by hand.
+  CacheLock dir_lock;
   bool dir_failed = false;
   std::string warning;  // to give once no lock is held (PchStep::finish): the directory was refused
   std::uint64_t tick = 0, files = 0;
@@ -103,39 +114,63 @@ Registry& registry() {
   return *r;
 }
 
-// At exit: the PCH files and their directory go.
+// Whether the directory at `dir` holds nothing but its lock file.
+bool only_lock_left(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool only = true;
+  while (dirent* e = ::readdir(d)) {
+    const char* name = e->d_name;
+    if (std::strcmp(name, ".") != 0 && std::strcmp(name, "..") != 0 && std::strcmp(name, kOwnerLock) != 0) only = false;
+  }
+  ::closedir(d);
+  return only;
+}
+
+// At exit: the PCH files and their directory go; the lock file too unless a child forked meanwhile made files there
+// (it shares the lock, so the directory stays locked until the child ends).
 void remove_files() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.dir.empty() || r.owner != ::getpid()) return;
   for (auto& [key, e] : r.entries)
     if (!e->file.empty()) ::unlink(e->file.c_str());
+  if (only_lock_left(r.dir)) ::unlink((r.dir + "/" + kOwnerLock).c_str());
   ::rmdir(r.dir.c_str());
 }
 
-// A new file name in the private directory (mutex held); "" when there is no directory.
-std::string new_file_locked(Registry& r) {
+// Makes the private directory if there is none yet (mutex held). False when there is none.
+bool make_dir_locked(Registry& r) {
   if (r.dir.empty()) {
-    if (r.dir_failed) return {};
+    if (r.dir_failed) return false;
     const char* env = std::getenv("TMPDIR");
     const std::string tmp = env && *env ? env : "/tmp";
     std::string templ = fmt::format("{}/jitbridge-pch-{}-XXXXXX", tmp, ::getpid());
     if (!::mkdtemp(templ.data())) {
       r.dir_failed = true;
-      return {};
+      return false;
     }
     if (const DirectoryCheck check = check_private_directory(templ); !check.ok) {
       ::rmdir(templ.c_str());
       r.dir_failed = true;
       r.warning = fmt::format("precompiled headers cannot be kept in {}: {}; compiling without them", tmp,
                               refusal_reason(check, "TMPDIR"));
-      return {};
+      return false;
     }
+    // Before the sweep (which then finds this directory locked). Not held on a filesystem without flock: the
+    // directory is then judged as one without a lock.
+    r.dir_lock.try_lock(templ + "/" + kOwnerLock);
     pch_remove_orphans(tmp);  // only under a $TMPDIR the check accepted (nobody else renames things in it)
     r.dir = templ;
     r.owner = ::getpid();
     std::atexit(remove_files);
   }
+  return true;
+}
+
+// A new file name in the private directory (mutex held); "" when there is no directory.
+std::string new_file_locked(Registry& r) {
+  if (!make_dir_locked(r)) return {};
   return fmt::format("{}/p{}.pch", r.dir, r.files++);
 }
 
@@ -256,6 +291,27 @@ bool make_locked(Registry& r, const std::shared_ptr<PchEntry>& e, const std::str
   return ok;
 }
 
+// Whether the directory open as `fd` (at `dir`, named after process `pid`; `st` its fstat) is an orphan: its
+// process is gone. The lock its owner holds for its life decides: a PID can be reused by another process (an orphan
+// would look alive) or belong to another PID namespace sharing this $TMPDIR (a live owner would look gone). The lock
+// is tried only once its file has text, which its owner writes after taking it, so a sweep never takes it first
+// from an owner about to. On true, `lock` may hold it, to keep until the directory is removed.
+bool orphaned(int fd, const std::string& dir, long pid, const struct stat& st, CacheLock& lock) {
+  const UniqueFd lock_file(::openat(fd, kOwnerLock, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  char first;
+  if (lock_file && ::pread(lock_file.get(), &first, 1, 0) == 1) {
+    switch (lock.try_lock(dir + "/" + kOwnerLock)) {
+      case CacheLock::Try::held: return true;    // the kernel dropped its owner's lock: the owner is gone
+      case CacheLock::Try::busy: return false;   // its owner (or a child it forked) lives, or a sweep removes it
+      case CacheLock::Try::unavailable: break;   // no flock here: judged as without a lock
+    }
+  }
+  // No lock: a directory of a version before the lock, one whose owner has not taken it yet or could not (a
+  // filesystem without flock).
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;  // alive, or not ours to judge
+  return std::time(nullptr) - st.st_mtime >= kUnlockedGraceSeconds;
+}
+
 }  // namespace
 
 void pch_remove_orphans(const std::string& tmp) {
@@ -268,14 +324,14 @@ void pch_remove_orphans(const std::string& tmp) {
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + lead.size(), &end, 10);
     if (pid <= 0 || !end || *end != '-') continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
     const std::string dir = tmp + "/" + name;
     // Opened without following a symlink and judged by what was opened: files are removed only from a
     // directory of this user's, whatever is renamed meanwhile.
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
     struct stat st;
-    if (::fstat(fd, &st) != 0 || st.st_uid != ::getuid()) {
+    CacheLock lock;  // released once the directory is gone (its file unlinked with the rest)
+    if (::fstat(fd, &st) != 0 || st.st_uid != ::getuid() || !orphaned(fd, dir, pid, st, lock)) {
       ::close(fd);
       continue;
     }
@@ -469,6 +525,12 @@ PchStats pch_stats() {
 }
 
 void pch_configure(std::int64_t min_compile_ns, int enabled) { registry().configure(min_compile_ns, enabled); }
+
+std::string pch_directory() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return make_dir_locked(r) ? r.dir : std::string();
+}
 
 void pch_reset() {
   Registry& r = registry();

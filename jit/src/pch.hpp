@@ -20,8 +20,13 @@ namespace jitbridge::detail {
 std::string_view pch_prefix(std::string_view source);
 
 // Removes the PCH directories ("<tmp>/jitbridge-pch-<pid>-XXXXXX") of this user's processes that
-// are gone without removing them (killed before exit): each PCH is 100+ MB. Run before a process
-// makes its own directory; never touches another user's or a live process's.
+// are gone without removing them (killed before exit): each PCH is 100+ MB. Run when a process
+// makes its own directory; never touches another user's or a live process's. A process holds a
+// flock (CacheLock) on its directory's "owner.lock" for its life, and the kernel drops it however
+// the process ends: a directory whose lock can be taken is an orphan, whatever process has its PID
+// now (a reused PID, a PID namespace sharing the $TMPDIR). One without a taken lock (made before
+// the lock, its owner about to take it, no flock on the filesystem) goes only when no process has
+// its PID and it was untouched for a minute.
 void pch_remove_orphans(const std::string& tmp);
 
 // False for compiles whose result must not be cached: options that make or read a PCH file by hand
@@ -84,5 +89,8 @@ PchStats pch_stats();
 void pch_configure(std::int64_t min_compile_ns, int enabled = -1);
 // Drops every PCH (files included) and forgets every prefix seen.
 void pch_reset();
+// This process's PCH directory, made now if it was not yet; "" when there is none (refused or failed).
+// Its lock keeps a descriptor open for the process's life: tests counting descriptors make it first.
+std::string pch_directory();
 
 }  // namespace jitbridge::detail

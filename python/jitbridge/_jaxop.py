@@ -12,7 +12,7 @@ from jax.custom_batching import custom_vmap
 
 from ._opdecl import OpDeclarationError
 from ._opspec import OpSpec
-from .jax import _call, _launch_entry, _static_number
+from ._jaxcall import custom_call, launch_entry, static_number
 
 
 class _Tensor:
@@ -86,7 +86,7 @@ def _plan(phase, shapes, scalars):
         for g in plan.getters:
             v = _value(g, env)
             args.append((v.slot[0], v.slot[1], v.shape, v.dtype) if isinstance(v, _Tensor) else v)
-        launches.append(_launch_entry(kernel, args, grid, block, shared, f"{label} launch {i}", check_const=False))
+        launches.append(launch_entry(kernel, args, grid, block, shared, f"{label} launch {i}", check_const=False))
     return outs, launches
 
 
@@ -103,7 +103,7 @@ def run_phase(phase, tensors, scalars, fold=frozenset()):
 
     def direct(*arrays):
         outs, launches = _plan(phase, _shapes(phase, arrays), scalars)
-        return _call(launches, list(arrays), outs)[:count]
+        return custom_call(launches, list(arrays), outs)[:count]
 
     inputs = [tensors[n] for n in phase.tensor_args]
     if not fold:
@@ -227,8 +227,8 @@ def _make_op(spec, folds):
         args = list(args)
         for i in scalar_positions:
             n, kind = spec.inputs[i]
-            args[i] = _static_number(args[i], f"{spec.name}: scalar input {n!r} ({kind})",
-                                     "or declare it a Tensor input read through a const pointer")
+            args[i] = static_number(args[i], f"{spec.name}: scalar input {n!r} ({kind})",
+                                    "or declare it a Tensor input read through a const pointer")
         return args
 
     if spec.backward is None:

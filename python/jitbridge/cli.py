@@ -20,6 +20,8 @@ import warnings
 import jitbridge
 from jitbridge import _core
 
+from ._argv import join_option_values
+
 _ORIGIN = {"compiled": "compiled", "memory": "from memory cache", "disk": "from disk cache"}
 
 
@@ -352,21 +354,6 @@ def _parser(prog):
     return parser
 
 
-def _join_option_values(argv, flags=("--option",)):
-    """``--option -std=c++17`` -> ``--option=-std=c++17`` for each flag in ``flags``: argparse would take a value
-    starting with '-' for a flag."""
-    out = []
-    i = 0
-    while i < len(argv):
-        if argv[i] in flags and i + 1 < len(argv):
-            out.append(f"{argv[i]}={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
-
-
 def _default_prog():
     argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if argv0 in ("", "__main__.py", "-c") or argv0.startswith("python"):
@@ -381,7 +368,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def main(argv=None, prog=None):
     """Run the command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser(prog or _default_prog()).parse_args(_join_option_values(argv))
+    args = _parser(prog or _default_prog()).parse_args(join_option_values(argv))
     saved_showwarning = warnings.showwarning
     warnings.showwarning = _show_warning
     try:

@@ -21,7 +21,7 @@ import argparse
 import shlex
 import time
 
-from .cli import _join_option_values
+from ._argv import join_option_values
 
 __all__ = ["cuda_kernel_magic", "load_ipython_extension", "MagicArgumentError"]
 
@@ -68,7 +68,7 @@ def _tokens(line):
     except ValueError as e:
         shown = repr(line) if len(line) <= 300 else repr(line[:300]) + " [...]"
         raise MagicArgumentError(f"%%cuda_kernel: cannot split the line {shown}: {e}") from None
-    return _join_option_values(words, _TAKES_VALUE)
+    return join_option_values(words, _TAKES_VALUE)
 
 
 def cuda_kernel_magic(line, cell, namespace):

@@ -1,15 +1,19 @@
 // test_pch.cpp — automatic precompiled headers (jit/src/pch.cpp): prefix, use, invalidation, -pch, JITBRIDGE_PCH.
 #include <catch2/catch.hpp>
 #include <dirent.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
+#include "cache_lock.hpp"
 #include "fd_count.hpp"
 #include "jitbridge/cache.hpp"
 #include "jitbridge/jit.hpp"
@@ -51,6 +55,29 @@ struct PchOn {
     detail::pch_configure(-1, -1);
   }
 };
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A PID no process has now: a child's, once it ended and was waited for.
+pid_t dead_pid() {
+  pid_t dead = 0;
+  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
+  REQUIRE(::posix_spawn(&dead, "/bin/true", nullptr, nullptr, argv, nullptr) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(dead, &status, 0) == dead);
+  return dead;
+}
+
+// Sets `path`'s modification time `seconds` into the past.
+void untouched_for(const std::string& path, int seconds) {
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = ::time(nullptr) - seconds;
+  times[0].tv_nsec = times[1].tv_nsec = 0;
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+}
 
 int pch_files_in(const std::string& dir) {
   int n = 0;
@@ -254,28 +281,30 @@ TEST_CASE("pch: a prefix that does not compile alone fails once, quietly, and le
   CHECK(::stat("./.json", &st) != 0);
 }
 
-TEST_CASE("pch: directories left by processes that are gone are removed, live ones kept") {
+TEST_CASE("pch: directories without a lock: removed when no process has their PID and untouched for a minute") {
   const TempDir tmp_temp("pch-test");
   const std::string& tmp = tmp_temp.path;
-  pid_t dead = 0;
-  char* argv[] = {const_cast<char*>("/bin/true"), nullptr};
-  REQUIRE(::posix_spawn(&dead, "/bin/true", nullptr, nullptr, argv, nullptr) == 0);
-  int status = 0;
-  REQUIRE(::waitpid(dead, &status, 0) == dead);
+  const pid_t dead = dead_pid();
   const std::string gone = tmp + "/jitbridge-pch-" + std::to_string(dead) + "-abcdef";
+  const std::string fresh = tmp + "/jitbridge-pch-" + std::to_string(dead) + "-ghijkl";  // its owner about to lock
   const std::string live = tmp + "/jitbridge-pch-" + std::to_string(::getpid()) + "-abcdef";
   const std::string other = tmp + "/jitbridge-pch-x-abcdef";
-  for (const std::string& d : {gone, live, other}) {
+  for (const std::string& d : {gone, fresh, live, other}) {
     REQUIRE(::mkdir(d.c_str(), 0700) == 0);
     spit(d + "/p0.pch", "pch");
   }
+  spit(fresh + "/owner.lock", "");  // made, not yet taken (its owner writes its state once it holds it)
+  for (const std::string& d : {gone, live, other}) untouched_for(d, 120);
   detail::pch_remove_orphans(tmp);
   struct stat st;
   CHECK(::stat(gone.c_str(), &st) != 0);
+  CHECK(::stat((fresh + "/p0.pch").c_str(), &st) == 0);
+  CHECK(slurp(fresh + "/owner.lock").empty());  // its lock not taken by the sweep
   CHECK(::stat((live + "/p0.pch").c_str(), &st) == 0);
   CHECK(::stat((other + "/p0.pch").c_str(), &st) == 0);
-  for (const std::string& d : {live, other}) {
+  for (const std::string& d : {fresh, live, other}) {
     ::unlink((d + "/p0.pch").c_str());
+    ::unlink((d + "/owner.lock").c_str());
     ::rmdir(d.c_str());
   }
   // A symlink in a gone process's name (someone else's doing) is not followed: what it points at keeps its files.
@@ -285,4 +314,39 @@ TEST_CASE("pch: directories left by processes that are gone are removed, live on
   REQUIRE(::symlink(victim.c_str(), gone.c_str()) == 0);
   detail::pch_remove_orphans(tmp);
   CHECK(::stat((victim + "/keep.txt").c_str(), &st) == 0);
+}
+
+TEST_CASE("pch: a directory's lock, not its PID, tells an orphan (a PID reused, or of another PID namespace)") {
+  const TempDir tmp_temp("pch-test");
+  const std::string& tmp = tmp_temp.path;
+  const std::string held = tmp + "/jitbridge-pch-" + std::to_string(dead_pid()) + "-abcdef";  // live elsewhere
+  const std::string reused = tmp + "/jitbridge-pch-" + std::to_string(::getpid()) + "-abcdef";  // owner died
+  for (const std::string& d : {held, reused}) {
+    REQUIRE(::mkdir(d.c_str(), 0700) == 0);
+    spit(d + "/p0.pch", "pch");
+    spit(d + "/owner.lock", "compiling pid 1 host elsewhere\n");  // an owner took it once
+    untouched_for(d, 120);
+  }
+  detail::CacheLock owner;  // the live owner of `held`, whose PID this namespace does not see
+  REQUIRE(owner.try_lock(held + "/owner.lock") == detail::CacheLock::Try::held);
+  detail::pch_remove_orphans(tmp);
+  struct stat st;
+  CHECK(::stat((held + "/p0.pch").c_str(), &st) == 0);
+  CHECK(::stat(reused.c_str(), &st) != 0);
+  owner.release(false);  // its owner ends
+  detail::pch_remove_orphans(tmp);
+  CHECK(::stat(held.c_str(), &st) != 0);
+}
+
+TEST_CASE("pch: this process holds its directory's lock for its life; a sweep keeps the directory") {
+  const std::string dir = detail::pch_directory();
+  REQUIRE(!dir.empty());
+  CHECK(slurp(dir + "/owner.lock").rfind("compiling pid " + std::to_string(::getpid()) + " ", 0) == 0);
+  detail::CacheLock other;  // another open of the file, as another process's sweep makes
+  CHECK(other.try_lock(dir + "/owner.lock") == detail::CacheLock::Try::busy);
+  other.release(false);
+  detail::pch_remove_orphans(dir.substr(0, dir.rfind('/')));
+  struct stat st;
+  CHECK(::stat((dir + "/owner.lock").c_str(), &st) == 0);
+  CHECK(detail::pch_directory() == dir);
 }

@@ -1,6 +1,6 @@
 """scripts/check-layers, the layer rules of docs/DESIGN.md ("Layers"): the tree passes, and a planted forbidden
-include (or a header in two layers, or a public header without the source of its name) fails naming the file, the
-line and the rule."""
+include (or an embedded device header of a layer above, a header in two layers, or a public header without the source
+of its name) fails naming the file, the line and the rule."""
 import shutil
 import subprocess
 import sys
@@ -47,6 +47,20 @@ def test_a_planted_forbidden_include_fails_naming_file_line_and_rule(tree, layer
     assert rc == 1
     where = f"{layer}/src/{victim.name}:4"
     assert f"check-layers: {where}: includes jitbridge/{header} from {owner}/; {layer}/ may include only" in out
+    assert "1 violation(s)" in out
+
+
+def test_a_device_header_jit_embeds_must_be_jits(tree):
+    # jit/src/device_headers.cpp.in embeds jitbridge/tensor.cuh (CMake reads jit/include/jitbridge/tensor.cuh into
+    # it): moved up to launch/, where it once was, jit/ would embed a header of the layer above it.
+    table = tree / "jit" / "src" / "device_headers.cpp.in"
+    line = next(n for n, text in enumerate(table.read_text().splitlines(), 1) if '{"jitbridge/tensor.cuh", R"' in text)
+    header = tree / "jit" / "include" / "jitbridge" / "tensor.cuh"
+    header.rename(tree / "launch" / "include" / "jitbridge" / "tensor.cuh")
+    rc, out = run(tree)
+    assert rc == 1
+    assert (f"check-layers: jit/src/device_headers.cpp.in:{line}: embeds jitbridge/tensor.cuh from launch/; jit/ may "
+            "include only cuda/, jit/ (docs/DESIGN.md, Layers)") in out
     assert "1 violation(s)" in out
 
 

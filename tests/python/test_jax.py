@@ -39,6 +39,7 @@ if os.environ.get("JITBRIDGE_REQUIRE_JAX") == "1":
     import jax  # noqa: F401  (scripts/check-jax: a missing JAX fails rather than skips)
 jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/check-jax installs it for these tests)")
 jnp = pytest.importorskip("jax.numpy")
+import jitbridge._jaxcall as jcall  # noqa: E402
 import jitbridge.jax as jj  # noqa: E402
 
 
@@ -202,9 +203,9 @@ def cpu_probe():
 
 def launch_payload(module, kernel="scale"):
     k = module.get_function("scale")
-    entry = jj._launch_entry(k, [("in", 0, (8,), "float32"), ("out", 0, (8,), "float32"), 2.0, 8], 1, 8, 0, "t")
+    entry = jcall.launch_entry(k, [("in", 0, (8,), "float32"), ("out", 0, (8,), "float32"), 2.0, 8], 1, 8, 0, "t")
     entry["kernel"] = kernel
-    return jj._payload([entry])
+    return jcall.encode_payload([entry])
 
 
 def test_real_xla_calls_the_handler_and_raises_its_errors(module, cpu_probe):
@@ -215,7 +216,7 @@ def test_real_xla_calls_the_handler_and_raises_its_errors(module, cpu_probe):
     with pytest.raises(Exception, match=r"jitbridge XLA FFI call: kernel 'nope': .*scale"):
         cpu_probe(launch_payload(module, "nope"))
     with pytest.raises(Exception, match=r"jitbridge XLA FFI call: kernel 'nope': .*scale"):  # keyed: the same
-        cpu_probe(launch_payload(module, "nope"), jitbridge_key=jj._key(launch_payload(module, "nope")))
+        cpu_probe(launch_payload(module, "nope"), jitbridge_key=jcall.payload_key(launch_payload(module, "nope")))
     with pytest.raises(Exception, match=r"the attribute 'jitbridge_key' is not a string"):
         cpu_probe(launch_payload(module), jitbridge_key=3)
     with pytest.raises(Exception, match=r"no 'jitbridge' attribute"):

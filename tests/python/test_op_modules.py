@@ -1,14 +1,15 @@
 """The op declaration modules (python/jitbridge/_opdecl.py, _opexpr.py, _opphase.py, _opspec.py, shared by
 jitbridge.torch and jitbridge.jax) and the jitbridge/torch/ package talk to each other through public names
-(docs/DESIGN.md, "jitbridge.torch"; issue 25): no `from .X import _name` between them. Read from the sources (ast),
-so no torch is needed."""
+(docs/DESIGN.md, "jitbridge.torch"; issue 25): no `from .X import _name` between them; nor does any other module of
+the package (jax.py and _jaxop.py share _jaxcall.py, cli.py and ipython.py share _argv.py). Read from the sources
+(ast), so no torch or JAX is needed."""
 import ast
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "jitbridge"
-MODULES = sorted([*PACKAGE.glob("_op*.py"), *(PACKAGE / "torch").glob("*.py")])
+MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
 def private_imports(text):
@@ -25,7 +26,8 @@ def private_imports(text):
 def test_the_modules_are_there():
     names = {p.relative_to(PACKAGE).as_posix() for p in MODULES}
     assert {"_opdecl.py", "_opexpr.py", "_opphase.py", "_opspec.py", "torch/__init__.py", "torch/compiled.py",
-            "torch/description.py", "torch/addon.py"} <= names
+            "torch/description.py", "torch/addon.py", "jax.py", "_jaxop.py", "_jaxcall.py", "cli.py", "ipython.py",
+            "_argv.py"} <= names
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())

@@ -50,15 +50,9 @@ def declaration(module, block=256):
 
 
 def declare(name, decl, native):
-    old = os.environ.get("JITBRIDGE_TORCH_NATIVE")
-    os.environ["JITBRIDGE_TORCH_NATIVE"] = "1" if native else "0"
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # also from the module-scoped fixture below
+        mp.setenv("JITBRIDGE_TORCH_NATIVE", "1" if native else "0")
         return jt.custom_op(name, **decl)
-    finally:
-        if old is None:
-            del os.environ["JITBRIDGE_TORCH_NATIVE"]
-        else:
-            os.environ["JITBRIDGE_TORCH_NATIVE"] = old
 
 
 @pytest.fixture(scope="module")
@@ -378,7 +372,7 @@ def test_cpu_tensors_after_gpu_work_on_both_runners_raise(tmp_path):
     assert len(lines) == 2 + 16 and all(l.startswith("ValueError jb_crash_") for l in lines[1:-1]), done.stdout
 
 
-def test_rule_values_follow_each_calls_shapes_and_scalars(ops):
+def test_rule_values_follow_each_calls_shapes_and_scalars(ops, monkeypatch):
     # The add-on replays a phase's rule values (output shapes, checks, grid, block, launch arguments) from its last
     # call with the same tensor sizes and scalars (PhaseMemo in plan.hpp). Calls alternating a float scalar that is a
     # launch argument, then shapes across example 1's one-row-block / several-row-blocks boundary (its scratch's
@@ -395,15 +389,9 @@ def test_rule_values_follow_each_calls_shapes_and_scalars(ops):
     examples = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "torch", "ops.py")
     text = open(examples).read().replace("jitbridge_examples::", "jitbridge_native_memo::")
     example = type(os)("jitbridge_native_memo")
-    old = os.environ.get("JITBRIDGE_TORCH_NATIVE")
-    os.environ["JITBRIDGE_TORCH_NATIVE"] = "1"
-    try:
+    with monkeypatch.context() as mp:  # declared on the native runner; the setting is restored before the calls
+        mp.setenv("JITBRIDGE_TORCH_NATIVE", "1")
         exec(compile(text, examples, "exec"), example.__dict__)
-    finally:
-        if old is None:
-            del os.environ["JITBRIDGE_TORCH_NATIVE"]
-        else:
-            os.environ["JITBRIDGE_TORCH_NATIVE"] = old
     op = example.fused_bias_gelu
     assert jt.runner(op).kind == "native"
     for rows, cols in [(64, 256), (4096, 256), (64, 256), (300000, 8), (4096, 256), (3, 1500), (64, 256)]:
