@@ -1,4 +1,4 @@
-// pch.cpp — the process's precompiled headers: made on one background thread, used by later compiles (docs/DESIGN.md, "Cache").
+// pch.cpp — the process's precompiled headers, made on a background thread for later compiles (DESIGN.md, "Cache").
 #include "pch.hpp"
 
 #include <dirent.h>
