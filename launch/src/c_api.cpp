@@ -326,64 +326,46 @@ launch_detail::Slot* thread_slots(std::size_t n) {
   }
 }
 
-// A C-contiguous array (plain_dltensor: fill_from_dltensor would accept it) for parameter `p` by accept_array, read
-// as fill_slot reads it (as_dltensor), no slot or view; its device must be the launch's `device` (pack_fast's
-// outcome is accept_array's: an array on another device makes the launch decline whichever array names it).
-// 1: accepted and written; 0: declined; -1: not plain (the caller fills its slot). Never throws.
-[[gnu::always_inline]] inline int take_plain_array(const FastParam& p, const jitbridge_array& r, int device,
-                                                   unsigned char* space) noexcept {
-  if (r.strides) return -1;
-  const DLTensor t = as_dltensor(r);
-  if (!plain_dltensor(t)) return -1;
-  int used = device;  // accept_array's device rule: this one array on the launch's device
-  return accept_array(p, t.data, t.device, t.dtype, r.readonly != 0, used, space) ? 1 : 0;
-}
-
-// take_plain_array's common case as one test (the fast lane): a C-contiguous array in device memory (kDLCUDA) on the
-// launch's `device`, of exactly the dtype of a typed pointer parameter that takes it (read-only ones only into const
-// pointees). True when accepted and written, which take_plain_array would do alike; false: take_plain_array decides
-// (managed memory, void* and char* parameters, anything refused or declined). Never throws.
+// A C-contiguous array (plain_fields: fill_from_dltensor would accept it as fill_slot reads it, as_dltensor) for
+// parameter `p` by the array rule (accept_array), straight from the caller's struct: no DLTensor, slot or view.
+// `device`: accept_array's, the launch's device (>= 0) for every array of the launch, so an array on another device
+// makes the launch decline whichever array names it. 1: accepted and written; 0: declined; -1: not plain (the caller
+// fills its slot). Never throws.
 static_assert(sizeof(DLDataType) == 4 && offsetof(DLDataType, bits) == 1 && offsetof(DLDataType, lanes) == 2 &&
                   offsetof(jitbridge_array, dtype_bits) == offsetof(jitbridge_array, dtype_code) + 1 &&
                   offsetof(jitbridge_array, dtype_lanes) == offsetof(jitbridge_array, dtype_code) + 2,
               "jitbridge_array's dtype fields lie as a DLDataType");
-[[gnu::always_inline]] inline bool take_exact_array(const FastParam& p, const jitbridge_array& r, int device,
-                                                    unsigned char* space) noexcept {
-  std::uint32_t dtype = 0, want = 0;  // code, bits, lanes, compared at once
+[[gnu::always_inline]] inline int take_plain_array(const FastParam& p, const jitbridge_array& r, int& device,
+                                                   unsigned char* space) noexcept {
+  DLDataType dtype;  // as_dltensor's (code, bits, lanes), read as one word
   std::memcpy(&dtype, &r.dtype_code, sizeof dtype);
-  std::memcpy(&want, &p.dtype, sizeof want);
-  // The dtype is the parameter's exactly (p.exact_array: a pointer of sizeof(void*) that takes_arrays without
-  // any_dtype, so p.dtype has bits and lanes).
-  if (!p.exact_array || dtype != want || r.device_type != kDLCUDA || r.device_id != device ||
-      (r.readonly && !p.pointee_const) || !plain_fields(r.data, 0, p.dtype, r.ndim, r.shape, r.strides))
-    return false;
-  std::memcpy(space + p.offset, &r.data, sizeof r.data);
-  return true;
+  if (!plain_fields(r.data, 0, dtype, r.ndim, r.shape, r.strides)) return -1;
+  const DLDevice where{static_cast<DLDeviceType>(r.device_type), r.device_id};
+  return accept_array(p, r.data, where, dtype, r.readonly != 0, device, space) ? 1 : 0;
 }
 
 // pack_accepted over the C arguments in one pass, each straight from the caller's struct where it can be: a scalar
-// or NULL by accept_scalar, a C-contiguous array by take_exact_array or else take_plain_array; any other array is
-// filled into its slot (fill_slot: validated, as the full path reads it) and goes to accept_value. A decline (false)
-// leaves the slots as they were: the full path refills them. Throws what fill_slot throws for the first argument it
-// refuses, as the full path would (every earlier argument was accepted, so it filled alike).
+// or NULL by accept_scalar, a C-contiguous array by take_plain_array; any other array is filled into its slot
+// (fill_slot: validated, as the full path reads it) and goes to accept_value. A decline (false) leaves the slots as
+// they were: the full path refills them. Throws what fill_slot throws for the first argument it refuses, as the full
+// path would (every earlier argument was accepted, so it filled alike).
 bool pack_fast(const std::vector<FastParam>& fast, const ParamLayout& layout, const jitbridge_arg* args, std::size_t n,
                const Function& function, int device, unsigned char* space) {
   if (fast.size() != n || layout.bytes > kFastSpaceBytes) return false;
   // The padding between parameters passes as zeros, never stack garbage (an accepted parameter is written whole).
   if (layout.padded) std::memset(space, 0, layout.bytes);
+  int used = device;  // accept_array's device rule: every array on the launch's device (>= 0, so it stays)
   for (std::size_t i = 0; i < n; ++i) {
     const jitbridge_arg& a = args[i];
     if (a.kind != JITBRIDGE_ARG_ARRAY) {
       if (!accept_scalar(fast[i], a, space)) return false;
       continue;
     }
-    if (take_exact_array(fast[i], a.array, device, space)) continue;
-    const int took = take_plain_array(fast[i], a.array, device, space);
+    const int took = take_plain_array(fast[i], a.array, used, space);
     if (took == 1) continue;
     if (took == 0) return false;
     launch_detail::Slot& s = thread_slots(n)[i];
     fill_slot(a, i, function, s);
-    int used = device;  // accept_array's device rule: this one array on the launch's device
     if (!accept_value(fast[i], s.value, used, space)) return false;
   }
   return true;

@@ -20,13 +20,14 @@ std::vector<FastParam> fast_params(const Signature& signature, const std::vector
     using S = ParamPlan::Scalar;
     if (pp.kind == K::pointer) {
       f.kind = FastParam::Kind::pointer;
-      // Vector and struct pointees have count and alignment rules the fast path does not read: NULL only.
-      f.takes_arrays = pp.any_dtype || (pp.has_dtype && pp.lanes == 1 && !pp.has_alt_dtype && !pp.struct_items);
+      // Vector and struct pointees have count and alignment rules the fast path does not read: NULL only. A pointer
+      // of another size than sizeof(void*) (a damaged signature: the full path refuses any value for it): none.
+      f.takes_arrays = f.size == sizeof(void*) &&
+                       (pp.any_dtype || (pp.has_dtype && pp.lanes == 1 && !pp.has_alt_dtype && !pp.struct_items));
       f.any_dtype = pp.any_dtype;
       f.char_like = pp.char_like;
       f.pointee_const = pp.pointee_const;
       f.dtype = pp.dtype;
-      f.exact_array = f.takes_arrays && !f.any_dtype && f.size == sizeof(void*);
     } else if (pp.kind == K::scalar && (pp.scalar == S::signed_int || pp.scalar == S::unsigned_int)) {
       f.kind = FastParam::Kind::integer;
       f.is_signed = pp.scalar == S::signed_int;

@@ -1,5 +1,5 @@
 // test_c_api_agreement.cpp — the C interface's launch fast path (pack_fast in launch/src/c_api.cpp: scalars straight
-// to their acceptors, take_exact_array, take_plain_array, slots for strided arrays) against its full path
+// to their acceptors, take_plain_array (the array rule, accept_array), slots for strided arrays) against its full path
 // (pack_all) on the fake driver: for arrays of edge-value fields in every pointer form (typed, const, void*, char*),
 // both give the same code and message, or the driver the same bytes.
 #include <catch2/catch.hpp>

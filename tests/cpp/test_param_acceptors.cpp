@@ -193,9 +193,32 @@ TEST_CASE("fast_params and param_layout: what is worked out once per kernel") {
   CHECK(layout->padded == gap);
   const std::vector<FastParam> fast = fast_params(sig, plan_signature(sig), *layout);
   REQUIRE(fast.size() == 12);
-  // exact_array: typed scalar pointees only (not void*, not vector pointees, not values).
-  CHECK((fast[0].exact_array && fast[1].exact_array));
-  for (std::size_t i : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}) CHECK_FALSE(fast[i].exact_array);
+  // takes_arrays: pointers to scalar types and void* (not vector pointees: NULL only; not values).
+  CHECK((fast[0].takes_arrays && fast[1].takes_arrays && fast[9].takes_arrays));
+  for (std::size_t i : {2, 3, 4, 5, 6, 7, 8, 10, 11}) CHECK_FALSE(fast[i].takes_arrays);
+  CHECK(fast[11].kind == FastParam::Kind::pointer);
+  // takes_array, the array rule's parameter half: read-only arrays only into the const pointee.
+  CHECK((takes_array(fast[0], true) && takes_array(fast[0], false)));
+  CHECK((!takes_array(fast[1], true) && takes_array(fast[1], false)));
+  CHECK((!takes_array(fast[9], true) && takes_array(fast[9], false)));
+  CHECK((!takes_array(fast[11], false) && !takes_array(fast[2], false)));
+  // A pointer whose signature gives it another size than sizeof(void*) (damaged): no array, no NULL either.
+  Signature damaged = sig;
+  damaged.params[1].size = 4;
+  const std::optional<ParamLayout> damaged_layout = param_layout(damaged);
+  REQUIRE(damaged_layout);
+  const std::vector<FastParam> bad = fast_params(damaged, plan_signature(damaged), *damaged_layout);
+  CHECK(bad[1].kind == FastParam::Kind::pointer);
+  CHECK_FALSE(bad[1].takes_arrays);
+  CHECK(bad[0].takes_arrays);
+  {
+    const ArrayView b = device_array("float32");
+    alignas(16) unsigned char space[kFastSpaceBytes];
+    int device = -1;
+    CHECK_FALSE(accept_array(bad[1], b.ptr(), b.device, b.dtype, false, device, space));
+    CHECK_FALSE(accept_value(bad[1], of(ArgValue::Kind::null_pointer), device, space));
+    CHECK(accept_array(fast[1], b.ptr(), b.device, b.dtype, false, device, space));
+  }
   CHECK(fast[4].kind == FastParam::Kind::boolean);
   CHECK((fast[5].kind == FastParam::Kind::floating && fast[6].kind == FastParam::Kind::floating));
 

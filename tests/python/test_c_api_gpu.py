@@ -32,7 +32,7 @@ extern "C" __global__ void copy(const float* src, float* dst, int n) {
 
 
 # One pointer of each form the C launch's fast path reads differently (launch/src/c_api.cpp, pack_fast): const
-# float* (take_exact_array), double*, void* and char* (take_plain_array), float* (a slot when strided).
+# float*, double*, void* and char* (take_plain_array), float* (a slot when strided).
 FORMS = r'''
 extern "C" __global__ void forms(const float* x, double* y, void* v, const char* c, float* z, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -149,10 +149,10 @@ void fill_from_dltensor(const DLTensor& t, bool readonly, ArrayView& view, std::
                                                 std::int32_t ndim, const std::int64_t* shape,
                                                 const std::int64_t* strides) noexcept {
   // fill_from_dltensor's checks and rules 1 to 5 with strides NULL (check_layout's contiguous case), as one test.
-  if (strides || ndim < 0 || static_cast<std::size_t>(ndim) > kMaxNdim || (ndim > 0 && !shape) || dtype.lanes == 0 ||
-      dtype.bits == 0)
-    return false;
+  // (extent_item is 0 exactly when bits or lanes is: bits * lanes <= 255 * 65535, so nothing wraps.)
   std::int64_t bytes = extent_item(dtype);
+  if (strides || ndim < 0 || static_cast<std::size_t>(ndim) > kMaxNdim || (ndim > 0 && !shape) || bytes == 0)
+    return false;
   bool empty = false;
   for (std::int32_t i = 0; i < ndim; ++i) {
     const std::int64_t n = shape[i];

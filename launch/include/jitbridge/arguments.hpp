@@ -132,7 +132,7 @@ std::vector<ParamPlan> unchecked_plan(std::vector<ParamPlan> plan);
 // An array of dtype `got` for a pointee described by `any_dtype` (void), `char_like` (char: int8
 // or uint8) and `want`.
 inline bool pointee_accepts(bool any_dtype, bool char_like, DLDataType want, DLDataType got) {
-  if (any_dtype || got == want) return true;
+  if (got == want || any_dtype) return true;  // the pointee's own dtype first: one compare for the usual array
   return char_like && (got.code == kDLUInt || got.code == kDLInt) && got.bits == 8 && got.lanes == 1;
 }
 // A Python integer `v` in a signed / unsigned integer parameter of `bytes` bytes (0 bytes hold only 0).

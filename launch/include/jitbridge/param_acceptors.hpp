@@ -22,17 +22,19 @@ struct FastParam {
   enum class Kind : std::uint8_t { none, pointer, integer, boolean, floating, bytes_only };
   Kind kind = Kind::none;
   bool is_signed = true;      // integer
-  bool takes_arrays = false;  // pointer: arrays too, not only NULL (vector and struct pointees: NULL only)
+  // pointer of sizeof(void*) bytes: arrays too, not only NULL (vector and struct pointees, and a damaged signature's
+  // pointer of another size: none; takes_array reads it)
+  bool takes_arrays = false;
   bool any_dtype = false;     // pointer: void*
   bool char_like = false;     // pointer: char*
   bool pointee_const = false; // pointer: const T* (read-only and immutable arrays need it)
-  // pointer: takes_arrays of exactly `dtype` (not void*) into sizeof(void*) bytes, so an array of that dtype needs only
-  // the array's own checks (the C interface's exact lane, take_exact_array).
-  bool exact_array = false;
   std::uint16_t size = 0;     // the parameter's bytes
   std::uint16_t offset = 0;   // where they go in the parameter space
-  DLDataType dtype{};         // pointer, unless any_dtype
+  // pointer, unless any_dtype. Aligned as a word (read as one: DLDataType's ==), which makes FastParam 16 bytes (a
+  // plan's fast params are indexed by a shift).
+  alignas(4) DLDataType dtype{};
 };
+static_assert(sizeof(FastParam) == 16, "FastParam: 16 bytes");
 
 // The fast path's view of `signature` packed with `plan` (plan_signature or unchecked_plan) and laid out as
 // `layout`: one FastParam per parameter.
@@ -42,14 +44,27 @@ std::vector<FastParam> fast_params(const Signature& signature, const std::vector
 // The acceptors. Each writes the value at p.offset in `space` (kFastSpaceBytes) and returns true, or returns false
 // having written nothing the launch uses: the full path then decides and words the error. Never throw.
 
-// An array for a pointer parameter that takes_arrays: device memory (cuda or managed), on the launch's one device
-// (`device`: -1 until the first array sets it), of a dtype the pointee takes. The caller has refused read-only arrays
-// for non-const pointees.
-inline bool accept_pointer(const FastParam& p, void* address, DLDevice where, DLDataType dtype, int& device,
-                           unsigned char* space) noexcept {
+// The array rule (which arrays a pointer parameter takes without the full path), written once, in two halves that
+// every fast lane calls: accept_array (pack_accepted, the typed launch, the C interface's pack_fast) both at once;
+// the Python launch shortcut takes_array once when it learns a pattern, accept_pointer per array at each launch.
+// Inline (no call, no allocation).
+//
+// The parameter's half: whether `p` takes an array at all (takes_arrays: a pointer of sizeof(void*) bytes whose
+// pointee takes arrays) and, when the array is `readonly` (read-only or of an immutable producer), whether its
+// pointee is const.
+[[gnu::always_inline]] inline bool takes_array(const FastParam& p, bool readonly) noexcept {
+  return p.takes_arrays && (!readonly || p.pointee_const);
+}
+// The array's half, for a parameter that takes_array: device memory (cuda or managed), on the launch's one device
+// (`device`: -1 until the first array sets it; an array on another device is declined), of a dtype the pointee takes
+// (pointee_accepts); the address is then written at p.offset.
+[[gnu::always_inline]] inline bool accept_pointer(const FastParam& p, void* address, DLDevice where, DLDataType dtype,
+                                                  int& device, unsigned char* space) noexcept {
   if (!is_cuda(where)) return false;
-  if (device < 0) device = where.device_id;
-  else if (where.device_id != device) return false;
+  if (where.device_id != device) {  // one compare for an array on the launch's device
+    if (device >= 0) return false;
+    device = where.device_id;
+  }
   if (!pointee_accepts(p.any_dtype, p.char_like, p.dtype, dtype)) return false;
   std::memcpy(space + p.offset, &address, sizeof address);
   return true;
@@ -94,13 +109,11 @@ inline bool accept_bytes(const FastParam& p, const void* data, std::size_t n, un
   return true;
 }
 
-// An array (validated; `readonly`: read-only or immutable) for any parameter: accept_pointer when p is a pointer
-// that takes arrays of its mutability.
+// An array (validated, or C-contiguous by plain_fields; `readonly`: read-only or immutable) for any parameter: the
+// array rule whole, takes_array then accept_pointer.
 [[gnu::always_inline]] inline bool accept_array(const FastParam& p, void* address, DLDevice where, DLDataType dtype,
                                                 bool readonly, int& device, unsigned char* space) noexcept {
-  if (p.kind != FastParam::Kind::pointer || p.size != sizeof(void*) || !p.takes_arrays) return false;
-  if (readonly && !p.pointee_const) return false;
-  return accept_pointer(p, address, where, dtype, device, space);
+  return takes_array(p, readonly) && accept_pointer(p, address, where, dtype, device, space);
 }
 // One value for parameter `p` by the acceptor of p's kind (the one dispatch of pack_accepted and the C interface's
 // launch): true when accepted and written at p.offset; `device` as accept_pointer's. Arrays as pack_accepted's.

@@ -213,9 +213,9 @@ void learn_shortcut(const KernelObject& k, PyObject* const* args, std::size_t n,
       a.kind = Kind::null_pointer;
     } else if (p.kind == FK::pointer) {
       const TypeAdapter& adapter = adapter_for(a.type);
-      ok = ok && p.takes_arrays;
-      // Arrays of an immutable producer (JAX) are read-only: only const pointees take them.
-      ok = ok && (!adapter.immutable_producer || p.pointee_const);
+      // The array rule's parameter half, decided here once (launches take its array half, accept_pointer): arrays of
+      // an immutable producer (JAX) are read-only by their type.
+      ok = ok && takes_array(p, adapter.immutable_producer != nullptr);
       if (adapter.protocol == Protocol::exchange_api && adapter.api->dltensor_from_py_object_no_sync) {
         a.kind = Kind::exchange_array;
         ok = ok && (!s->api || s->api == adapter.api);
