@@ -36,8 +36,9 @@ def test_import_jitbridge_does_not_import_jax():
 
 
 if os.environ.get("JITBRIDGE_REQUIRE_JAX") == "1":
-    import jax  # noqa: F401  (scripts/check-jax: a missing JAX fails rather than skips)
-jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/check-jax installs it for these tests)")
+    import jax  # scripts/check-jax: a missing JAX fails rather than skips
+else:
+    jax = pytest.importorskip("jax", reason="JAX is not installed (scripts/check-jax installs it for these tests)")
 jnp = pytest.importorskip("jax.numpy")
 import jitbridge._jaxcall as jcall  # noqa: E402
 import jitbridge.jax as jj  # noqa: E402
